@@ -1,0 +1,97 @@
+"""The tiny model zoo: decoder LMs as HF `PreTrainedModel`s.
+
+Stock architectures are built from their transformers config (Llama: RMSNorm, RoPE, SwiGLU,
+optionally tied embeddings), so a checkpoint is a plain `save_pretrained` directory
+(safetensors + config.json + tokenizer files) that `AutoModelForCausalLM.from_pretrained` and
+`lm_eval --model hf --model_args pretrained=<dir>` load with no custom code. Papers with custom
+blocks register their config/model classes with the Auto classes through `register_arch`
+(never `trust_remote_code`).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .results import InputError, atomic_path
+
+
+@dataclass
+class ModelConfig:
+    """Hyper-parameters of a tiny Llama-style decoder (paper scale names hub ids instead)."""
+    d_model: int = 64
+    n_layers: int = 3
+    n_heads: int = 4
+    n_kv_heads: int | None = None
+    d_ff: int = 172
+    max_seq_len: int = 128
+    tie_embeddings: bool = True
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    init_std: float = 0.02
+
+
+def llama_config(cfg: ModelConfig, tokenizer):
+    from transformers import LlamaConfig
+
+    if cfg.d_model % cfg.n_heads:
+        raise InputError(f"d_model {cfg.d_model} is not divisible by n_heads {cfg.n_heads}")
+    return LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=cfg.d_model, intermediate_size=cfg.d_ff,
+        num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
+        num_key_value_heads=cfg.n_kv_heads or cfg.n_heads, max_position_embeddings=cfg.max_seq_len,
+        rms_norm_eps=cfg.norm_eps, rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
+        tie_word_embeddings=cfg.tie_embeddings, initializer_range=cfg.init_std,
+        attention_bias=False, mlp_bias=False, use_cache=True,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.eos_token_id,
+    )
+
+
+def build_model(cfg: ModelConfig, tokenizer, seed: int):
+    """A freshly initialised LlamaForCausalLM; the init depends on `seed` only."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(llama_config(cfg, tokenizer))
+    # sdpa is the fast path on CPU and GPU; probes that need attention maps switch to eager
+    model.config._attn_implementation = "sdpa"
+    return model
+
+
+def register_arch(config_cls, model_cls) -> None:
+    """Make a custom architecture loadable by `AutoModelForCausalLM` (import-time registration)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)
+    AutoModelForCausalLM.register(config_cls, model_cls, exist_ok=True)
+
+
+def save_model(model, tokenizer, out_dir: str | Path, extra_files: dict[str, str] | None = None) -> None:
+    """Atomically write an HF model directory: safetensors weights, config, tokenizer."""
+    with atomic_path(out_dir, is_dir=True) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text)
+
+
+def load_model(path: str | Path, dtype=None, attn_implementation: str | None = None):
+    """Load (model, tokenizer) from a local directory, or a hub id at paper scale."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    p = Path(path)
+    if p.exists() and not (p / "config.json").is_file():
+        raise InputError(f"not a model directory (no config.json): {p}")
+    kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, **kw)
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot load model {path}: {str(e).splitlines()[0]}") from None
+    model.eval()
+    return model, tokenizer
+
+
+def model_config_dict(cfg: ModelConfig) -> dict:
+    return asdict(cfg)

@@ -1,0 +1,140 @@
+"""Result files: atomic writes and a provenance block on every metrics JSON.
+
+A step's output either exists complete or not at all: everything is written to a temporary
+sibling and moved into place with `os.replace` (atomic on POSIX within one filesystem).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterator
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# The versions that decide a number; the rest is in requirements.lock.
+TRACKED_PACKAGES = ("torch", "transformers", "lm_eval", "datasets", "tokenizers", "numpy",
+                    "scikit-learn", "snakemake", "triton")
+
+
+class InputError(Exception):
+    """Bad input (missing/corrupt file, wrong config): reported as one line, exit code 2."""
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, is_dir: bool = False) -> Iterator[Path]:
+    """Yield a temporary path next to `path`; move it into place only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a directory output gets normal modes
+    target = tmp if is_dir else tmp / path.name
+    try:
+        yield target
+        if is_dir and path.exists():
+            shutil.rmtree(path)
+        os.replace(target, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"missing input file: {path}")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise InputError(f"corrupt JSON in {path}: {e}") from None
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"missing input file: {path}")
+    rows = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise InputError(f"corrupt JSONL in {path} line {i}: {e}") from None
+    return rows
+
+
+def write_jsonl(path: str | os.PathLike, rows: list[dict]) -> None:
+    write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "item"):  # numpy / torch scalars
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def config_hash(cfg: Any) -> str:
+    blob = json.dumps(cfg, sort_keys=True, default=_json_default).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return metadata.version(pkg.replace("_", "-"))
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def provenance(cfg: Any = None, seed: int | None = None, wall_s: float | None = None) -> dict:
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "git_sha": _git("rev-parse", "HEAD"),
+        "git_dirty": None if status is None else bool(status),
+        "packages": {p: _version(p) for p in TRACKED_PACKAGES},
+        "python": platform.python_version(),
+        "config_hash": None if cfg is None else config_hash(cfg),
+        "seed": seed,
+        "wall_s": None if wall_s is None else round(wall_s, 3),
+        "host": socket.gethostname(),
+        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "argv": sys.argv,
+    }
+
+
+def write_metrics(path: str | os.PathLike, metrics: dict, cfg: Any = None,
+                  seed: int | None = None, wall_s: float | None = None) -> None:
+    """Write `metrics` with a provenance block under the key "provenance"."""
+    write_json(path, {**metrics, "provenance": provenance(cfg, seed, wall_s)})

@@ -1,0 +1,198 @@
+"""One training loop for every paper that trains.
+
+AdamW or SGD over decay / no-decay parameter groups, linear warm-up + cosine decay, gradient
+clipping, periodic evaluation, JSONL metrics, and checkpoint/resume that reproduces an
+uninterrupted run bit for bit: batches are functions of (seed, step) (see `data`), and the
+checkpoint holds the model, the optimizer state, the step and the metrics written so far.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from .results import InputError, atomic_path
+
+
+@dataclass
+class TrainConfig:
+    steps: int
+    batch_size: int
+    lr: float
+    optimizer: str = "adamw"          # adamw | sgd
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    momentum: float = 0.0             # sgd only
+    weight_decay: float = 0.0         # decoupled for AdamW (θ ← θ − γ_t λ θ); L2-in-gradient for SGD
+    decay_min_ndim: int = 2           # decay only tensors with ndim ≥ this (Llama recipe); 0 = all
+    warmup_steps: int = 0
+    schedule: str = "cosine"          # cosine | constant
+    min_lr_ratio: float = 0.0         # cosine floor as a fraction of the peak lr
+    grad_clip: float = 0.0            # max global grad norm; 0 = off
+    eval_every: int = 0               # 0 = evaluate at the end only
+    ckpt_every: int = 0               # 0 = no intermediate checkpoints
+    log_every: int = 10
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.optimizer not in ("adamw", "sgd"):
+            raise InputError(f"config key 'optimizer': unknown optimizer {self.optimizer!r} (adamw or sgd)")
+        if self.schedule not in ("cosine", "constant"):
+            raise InputError(f"config key 'schedule': unknown schedule {self.schedule!r} (cosine or constant)")
+        for key in ("steps", "batch_size"):
+            if getattr(self, key) <= 0:
+                raise InputError(f"config key '{key}' must be positive, got {getattr(self, key)}")
+        if not 0 <= self.warmup_steps <= self.steps:
+            raise InputError(f"config key 'warmup_steps' must be in [0, steps], got {self.warmup_steps}")
+
+
+def lr_factor(step: int, cfg: TrainConfig) -> float:
+    """Multiplier of the peak lr used for update `step` (0-based): linear warm-up from 0, then
+    cosine from 1 down to `min_lr_ratio` at the last step (or constant)."""
+    if step < cfg.warmup_steps:
+        return step / max(1, cfg.warmup_steps)
+    if cfg.schedule == "constant":
+        return 1.0
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def param_groups(model, cfg: TrainConfig) -> list[dict]:
+    """Decay group: tensors with ndim ≥ decay_min_ndim (matrices, embeddings); no-decay group:
+    norms' gains and biases. Tied weights appear once (named_parameters deduplicates)."""
+    decay, no_decay = [], []
+    for _, p in model.named_parameters():
+        if p.requires_grad:
+            (decay if p.ndim >= cfg.decay_min_ndim else no_decay).append(p)
+    return [{"params": decay, "weight_decay": cfg.weight_decay, "name": "decay"},
+            {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"}]
+
+
+def make_optimizer(model, cfg: TrainConfig):
+    import torch
+
+    groups = param_groups(model, cfg)
+    if cfg.optimizer == "adamw":
+        # torch's AdamW is the decoupled rule of Loshchilov & Hutter: θ ← θ(1 − lr·λ) − lr·m̂/(√v̂+ε),
+        # with lr the *scheduled* rate, so the shrink per step is γ_t·λ.
+        fused = any(p.is_cuda for g in groups for p in g["params"])
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused or None)
+    return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
+
+
+def lm_loss(model, batch: dict):
+    """Mean next-token cross-entropy. `labels[t]` is the target of position t (already shifted);
+    -100 marks positions without a target."""
+    import torch.nn.functional as F
+
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
+    return F.cross_entropy(logits.float().flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
+
+
+def evaluate_loss(model, batches: list[dict]) -> float:
+    """Token-weighted mean loss over fixed batches."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for b in batches:
+            n = int((b["labels"] != -100).sum())
+            total += float(lm_loss(model, b)) * n
+            count += n
+    model.train(was_training)
+    return total / max(1, count)
+
+
+def _save_checkpoint(path: Path, model, opt, step: int, rows: list[dict]) -> None:
+    import torch
+
+    with atomic_path(path) as tmp:
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                    "rows": [json.dumps(r, sort_keys=True) for r in rows]}, tmp)
+
+
+def _load_checkpoint(path: Path, model, opt) -> tuple[int, list[dict]]:
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated or foreign file: say which file, start over is the user's call
+        raise InputError(f"corrupt checkpoint {path}: {str(e).splitlines()[0]}") from None
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    return int(state["step"]), [json.loads(r) for r in state["rows"]]
+
+
+def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
+          eval_fn: Callable[[], dict] | None = None, ckpt_path: str | Path | None = None,
+          log_path: str | Path | None = None, desc: str = "train") -> list[dict]:
+    """Train `model` in place for cfg.steps updates; return the metric rows.
+
+    `batch_fn(step)` returns the batch for update `step`; `eval_fn()` returns a dict of metrics
+    (e.g. {"val_loss": ...}). With `ckpt_path`, an existing checkpoint is resumed and a new one
+    written every `ckpt_every` steps; the file is removed after the final step. Metric rows hold
+    no wall-clock values, so a resumed run's rows equal an uninterrupted run's.
+    """
+    import torch
+    from tqdm import tqdm
+
+    opt = make_optimizer(model, cfg)
+    ckpt = Path(ckpt_path) if ckpt_path else None
+    start, rows = 0, []
+    if ckpt is not None and ckpt.exists():
+        start, rows = _load_checkpoint(ckpt, model, opt)
+        print(f"{desc}: resumed from {ckpt} at step {start}", file=sys.stderr)
+    params = [p for g in opt.param_groups for p in g["params"]]
+    tokens_per_step = None
+    model.train()
+    bar = tqdm(range(start, cfg.steps), desc=desc, initial=start, total=cfg.steps,
+               mininterval=5.0, file=sys.stderr, disable=os.environ.get("TQDM_DISABLE") == "1")
+    t0 = time.perf_counter()
+    for step in bar:
+        batch = batch_fn(step)
+        if tokens_per_step is None:
+            tokens_per_step = int((batch["labels"] != -100).sum())
+        # the schedule is a pure function of the step, so resuming needs no scheduler state
+        lr = cfg.lr * lr_factor(step, cfg)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        loss = lm_loss(model, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip > 0:
+            gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
+        else:
+            gnorm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params if p.grad is not None])))
+        opt.step()
+        done = step + 1
+        last = done == cfg.steps
+        if done % cfg.log_every == 0 or last:
+            rows.append({"step": done, "loss": float(loss), "lr": lr, "grad_norm": gnorm})
+            bar.set_postfix(loss=f"{float(loss):.4f}")
+        if eval_fn is not None and ((cfg.eval_every and done % cfg.eval_every == 0) or last):
+            rows.append({"step": done, **eval_fn()})
+        if ckpt is not None and cfg.ckpt_every and done % cfg.ckpt_every == 0 and not last:
+            _save_checkpoint(ckpt, model, opt, done, rows)
+    bar.close()
+    elapsed = time.perf_counter() - t0
+    if cfg.steps > start and tokens_per_step:
+        print(f"{desc}: {(cfg.steps - start) * tokens_per_step / elapsed:,.0f} tokens/s "
+              f"over {cfg.steps - start} steps", file=sys.stderr)
+    if log_path is not None:
+        with atomic_path(log_path) as tmp:
+            tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    if ckpt is not None and ckpt.exists():
+        ckpt.unlink()
+    model.eval()
+    return rows
+
+
+def config_dict(cfg: TrainConfig) -> dict:
+    return asdict(cfg)

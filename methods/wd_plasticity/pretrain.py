@@ -1,0 +1,71 @@
+"""Pretraining with AdamW at weight decay λ: the independent variable of the study (card §3).
+
+Everything but λ is held fixed across the sweep (model, data order, schedule, seed), so two
+runs that differ only in λ see the same batches in the same order from the same init.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from methods.core.data import TokenStream
+from methods.core.models import ModelConfig, build_model, save_model
+from methods.core.results import provenance
+from methods.core.tokenizer import load_tokenizer
+from methods.core.train import TrainConfig, evaluate_loss, train
+
+
+@dataclass
+class PretrainConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=1000, batch_size=32, lr=3e-3))
+    seq_len: int = 64
+    eval_batches: int = 8
+
+
+def weight_rms(model, min_ndim: int = 2) -> float:
+    """Root-mean-square of all entries of the decayed tensors (the ones λ acts on)."""
+    import torch
+
+    sq, n = 0.0, 0
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim >= min_ndim:
+                sq += float(p.double().pow(2).sum())
+                n += p.numel()
+    return (sq / max(1, n)) ** 0.5
+
+
+def pretrain(cfg: PretrainConfig, weight_decay: float, seed: int, data_dir: str | Path,
+             tokenizer_dir: str | Path, out_dir: str | Path, ckpt_path: str | Path) -> dict:
+    data_dir = Path(data_dir)
+    tok = load_tokenizer(tokenizer_dir)
+    train_stream = TokenStream.from_text((data_dir / "pretrain.txt").read_text(), tok, cfg.seq_len)
+    val_stream = TokenStream.from_text((data_dir / "val.txt").read_text(), tok, cfg.seq_len)
+    val_batches = val_stream.sequential_batches(cfg.train.batch_size, cfg.eval_batches)
+    tcfg = replace(cfg.train, weight_decay=weight_decay, seed=seed)
+    model = build_model(cfg.model, tok, seed)
+
+    def eval_fn() -> dict:
+        return {"val_loss": evaluate_loss(model, val_batches), "weight_rms": weight_rms(model, tcfg.decay_min_ndim)}
+
+    t0 = time.perf_counter()
+    log = Path(ckpt_path).with_suffix(".log.jsonl")
+    rows = train(model, lambda s: train_stream.batch(s, tcfg.batch_size, seed), tcfg, eval_fn=eval_fn,
+                 ckpt_path=ckpt_path, log_path=log, desc=f"pretrain wd={weight_decay:g} seed={seed}")
+    wall = time.perf_counter() - t0
+    final = [r for r in rows if "val_loss" in r][-1]
+    summary = {"weight_decay": weight_decay, "seed": seed, "steps": tcfg.steps,
+               "tokens": tcfg.steps * tcfg.batch_size * cfg.seq_len,
+               "n_params": sum(p.numel() for p in model.parameters()),
+               "final_train_loss": [r for r in rows if "loss" in r][-1]["loss"],
+               "val_loss": final["val_loss"], "weight_rms": final["weight_rms"],
+               "config": {"model": asdict(cfg.model), "train": asdict(tcfg), "seq_len": cfg.seq_len},
+               "provenance": provenance(asdict(cfg), seed, wall)}
+    save_model(model, tok, out_dir, extra_files={
+        "train_log.jsonl": log.read_text(),
+        "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
+    log.unlink()
+    return summary

@@ -1,0 +1,126 @@
+"""Mechanistic probes of a pretrained base (card §3 "mechanistic probes", §5 step 4).
+
+(a) linear separability: a logistic-regression probe (scikit-learn) on the last-layer mean
+    hidden state of each person's name, predicting the person's city; k-fold CV accuracy.
+(b) attention: per-head ‖W_Q^h W_K^hᵀ‖_F (the bilinear form of the pre-RoPE attention logits)
+    and the mean effective rank of attention maps on validation sequences.
+(c) overfitting: the gap val − train of the pretraining loss on fixed windows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from methods.core.data import TokenStream
+from methods.core.models import load_model
+from methods.core.results import read_jsonl
+from methods.core.train import evaluate_loss
+
+from .pretrain import weight_rms
+
+
+@dataclass
+class ProbeConfig:
+    cv_folds: int = 5
+    n_val_sequences: int = 256
+    loss_batches: int = 8
+    batch_size: int = 32
+    probe_attribute: str = "city"
+    probe_c: float = 1.0          # inverse L2 strength of the logistic probe (sklearn's C)
+
+
+def effective_rank(mats):
+    """Roy & Vetterli (2007) effective rank exp(H(p)), p = σ / Σσ, for a batch of matrices."""
+    import torch
+
+    s = torch.linalg.svdvals(mats.double())
+    p = s / s.sum(-1, keepdim=True).clamp_min(1e-300)
+    h = -(p * torch.log(p.clamp_min(1e-300))).sum(-1)
+    return torch.exp(h)
+
+
+def qk_norms(model) -> list[list[float]]:
+    """‖W_Q^h W_K^hᵀ‖_F per layer and head: q·k = xᵀ W_Q^hᵀ W_K^h x before RoPE, so this
+    is the Frobenius norm of the d×d bilinear form each head scores token pairs with."""
+    cfg = model.config
+    n_h, n_kv = cfg.num_attention_heads, cfg.num_key_value_heads
+    dh = cfg.hidden_size // n_h
+    out = []
+    for layer in model.model.layers:
+        wq = layer.self_attn.q_proj.weight.detach().double().view(n_h, dh, -1)
+        wk = layer.self_attn.k_proj.weight.detach().double().view(n_kv, dh, -1)
+        wk = wk.repeat_interleave(n_h // n_kv, dim=0)  # grouped-query heads share a K
+        bilinear = wq.transpose(1, 2) @ wk              # (heads, d, d)
+        out.append(bilinear.flatten(1).norm(dim=1).tolist())
+    return out
+
+
+def attention_effective_rank(model, batches: list[dict]) -> float:
+    """Mean effective rank over layers, heads and sequences of the causal attention maps."""
+    import torch
+
+    model.config._attn_implementation = "eager"  # sdpa does not return the maps
+    ranks = []
+    with torch.no_grad():
+        for b in batches:
+            att = model(input_ids=b["input_ids"], output_attentions=True).attentions
+            for a in att:  # (batch, heads, T, T)
+                ranks.append(effective_rank(a.flatten(0, 1)))
+    model.config._attn_implementation = "sdpa"
+    return float(torch.cat(ranks).mean())
+
+
+def name_features(model, tok, names: list[str]):
+    """Last-layer hidden state averaged over each name's tokens."""
+    import torch
+
+    feats = []
+    with torch.no_grad():
+        for n in names:
+            ids = torch.tensor([tok(n, add_special_tokens=False)["input_ids"]])
+            h = model(input_ids=ids, output_hidden_states=True).hidden_states[-1]
+            feats.append(h[0].mean(0).double().numpy())
+    import numpy as np
+
+    return np.stack(feats)
+
+
+def probe_accuracy(features, labels, folds: int, c: float = 1.0, seed: int = 0) -> float:
+    """Stratified k-fold CV accuracy of a standardised multinomial logistic regression."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    clf = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=5000))
+    cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
+    return float(cross_val_score(clf, features, labels, cv=cv).mean())
+
+
+def run_probes(cfg: ProbeConfig, base_dir: str | Path, data_dir: str | Path, seq_len: int) -> dict:
+    from collections import Counter
+
+    data_dir = Path(data_dir)
+    model, tok = load_model(base_dir)
+    out: dict = {"weight_rms": weight_rms(model)}
+    people = read_jsonl(data_dir / "people.jsonl") if (data_dir / "people.jsonl").exists() else []
+    if people:
+        labels = [p[cfg.probe_attribute] for p in people]
+        # classes with fewer members than folds cannot be stratified; probe the rest
+        keep = [i for i, l in enumerate(labels) if Counter(labels)[l] >= cfg.cv_folds]
+        feats = name_features(model, tok, [people[i]["name"] for i in keep])
+        y = [labels[i] for i in keep]
+        out["probe_accuracy"] = probe_accuracy(feats, y, cfg.cv_folds, cfg.probe_c)
+        out["probe_chance"] = max(Counter(y).values()) / len(y)
+        out["probe_n"] = len(y)
+    qk = qk_norms(model)
+    out["qk_norm_per_head"] = qk
+    out["qk_norm"] = sum(map(sum, qk)) / sum(map(len, qk))
+    val = TokenStream.from_text((data_dir / "val.txt").read_text(), tok, seq_len)
+    train = TokenStream.from_text((data_dir / "pretrain.txt").read_text(), tok, seq_len)
+    att_batches = val.sequential_batches(cfg.batch_size, -(-cfg.n_val_sequences // cfg.batch_size))
+    out["attention_effective_rank"] = attention_effective_rank(model, att_batches)
+    out["train_loss"] = evaluate_loss(model, train.sequential_batches(cfg.batch_size, cfg.loss_batches))
+    out["val_loss"] = evaluate_loss(model, val.sequential_batches(cfg.batch_size, cfg.loss_batches))
+    out["train_val_gap"] = out["val_loss"] - out["train_loss"]
+    return out

@@ -1,0 +1,222 @@
+"""The HTML report: every claim shown, run times aggregated per rule, figures inlined, input
+escaped, and bad input refused with exit 2 and no output file.
+
+The HTML is parsed with the stdlib `html.parser` (lxml is not a declared dependency).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from methods.core import report
+from methods.core.report import build_report, fmt_value, main, rule_of
+
+REPO = Path(__file__).resolve().parents[2]
+
+# 1x1 RGBA PNG, raw bytes: no plotting library needed to make a real image.
+PNG_1x1 = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJ"
+    "RU5ErkJggg==")
+
+HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def bench_row(s, rss):
+    return f"{s}\t0:00:01\t{rss}\t10.0\t1.0\t1.0\t0.0\t0.0\t0.0\t{s}\n"
+
+
+def claim(cid, verdict, measured=0.5, statement="a statement", note=""):
+    return {"id": cid, "statement": statement, "paper_value": 0.1, "source": "Tab. 1",
+            "metric": "m", "statistic": "mean", "measured": measured, "check": "≥ 0.05",
+            "verdict": verdict, "note": note}
+
+
+def write_paper(root: Path, slug: str, claims: list[dict], scale="tiny") -> Path:
+    d = root / "results" / scale / slug
+    (d / "figures").mkdir(parents=True)
+    (d / "benchmarks").mkdir()
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in report.VERDICTS}
+    prov = {"git_sha": "abc123def", "git_dirty": True, "packages": {"numpy": "2.4.6",
+            "torch": None}, "python": "3.11.9", "config_hash": "cafef00d12345678", "seed": 0,
+            "wall_s": 1.5, "host": "h", "time_utc": "2026-01-01T00:00:00Z", "argv": ["x"]}
+    (d / "claims.json").write_text(json.dumps({
+        "paper": slug, "title": f"Title of {slug}", "scale": scale, "claims": claims,
+        "counts": counts, "provenance": prov}))
+    return d
+
+
+class Tables(HTMLParser):
+    """Collect every <table> (keyed by its class or id) as rows of cell texts, and every <img>."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables: dict[str, list[list[list[str]]]] = {}
+        self.imgs: list[dict] = []
+        self.spans: list[tuple[str, str]] = []  # (class, text) of badge spans
+        self._rows = self._cell = self._span = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table":
+            self._rows = []
+            self.tables.setdefault(a.get("class") or a.get("id"), []).append(self._rows)
+        elif tag == "tr" and self._rows is not None:
+            self._rows.append([])
+        elif tag in ("td", "th") and self._rows is not None:
+            self._cell = []
+        elif tag == "img":
+            self.imgs.append(a)
+        elif tag == "span" and "badge" in (a.get("class") or ""):
+            self._span = [a["class"], []]
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "table":
+            self._rows = None
+        elif tag == "span" and self._span is not None:
+            self.spans.append((self._span[0], "".join(self._span[1])))
+            self._span = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._span is not None:
+            self._span[1].append(data)
+
+
+def parse(html: str) -> Tables:
+    p = Tables()
+    p.feed(html)
+    p.close()
+    return p
+
+
+@pytest.fixture
+def papers(tmp_path):
+    a_claims = [claim("A1", "reproduced", measured=0.123456789),
+                claim("A2", "not_reproduced", measured=False,
+                      statement="<script>alert('x')</script> & more"),
+                claim("A3", "not_checked", measured=None, note="needs <b>full</b> scale")]
+    a = write_paper(tmp_path, "paper_a", a_claims)
+    (a / "figures" / "curve.png").write_bytes(PNG_1x1)
+    (a / "figures" / "curve.caption.txt").write_text("Loss <vs> step\n")
+    # Two jobs of rule `train` (one repeated twice: two rows in one file), one of `eval`.
+    (a / "benchmarks" / "train__tiny_0.tsv").write_text(
+        HEADER + bench_row(10.5, 100.0) + bench_row(12.25, 150.5))
+    (a / "benchmarks" / "train__tiny_1.tsv").write_text(HEADER + bench_row(7.0, "NA"))
+    (a / "benchmarks" / "eval.tsv").write_text(HEADER + bench_row(3.125, 42.0))
+    b = write_paper(tmp_path, "paper_b", [claim("B1", "reproduced", measured=3)])
+    (b / "benchmarks" / "plot__tiny.tsv").write_text(HEADER + bench_row("NA", "NA"))
+    return tmp_path, a, b
+
+
+def run_cli(tmp_path, paper_dirs, capsys):
+    out = tmp_path / "reports" / "tiny" / "index.html"
+    rc = main(["--scale", "tiny", "--papers", *map(str, paper_dirs), "--out", str(out)])
+    return rc, out, capsys.readouterr()
+
+
+def test_report_contents(papers, capsys):
+    tmp_path, a, b = papers
+    rc, out, cap = run_cli(tmp_path, [a, b], capsys)
+    assert rc == 0, cap.err
+    html = out.read_text()
+    assert html.splitlines()[0].startswith("<!-- Generated by icml26-repro: python -m "
+                                          "methods.core.report --scale tiny --papers")
+    t = parse(html)
+
+    # Summary: counts per verdict and the sum of every benchmark row's wall time.
+    summary = {r[0]: r[1:] for r in t.tables["summary"][0][1:]}
+    # paper_b's only benchmark row is all NA: a dash, not a made-up 0.
+    assert summary == {"paper_a": ["1", "1", "1", "32.88"], "paper_b": ["1", "0", "0", "—"]}
+
+    # Every claim, failing ones included, with its verdict; values formatted for humans.
+    claims_a, claims_b = t.tables["claims"]
+    rows = {r[0]: r for r in claims_a[1:]}
+    assert set(rows) == {"A1", "A2", "A3"}
+    assert rows["A1"][3] == "0.1235" and rows["A1"][5] == "reproduced"
+    assert rows["A2"][3] == "no" and rows["A2"][5] == "not_reproduced"
+    assert rows["A3"][3] == "—" and rows["A3"][5] == "not_checked"
+    assert rows["A3"][6] == "needs <b>full</b> scale"  # shown as text, not markup
+    assert [r[0] for r in claims_b[1:]] == ["B1"] and claims_b[1][3] == "3"
+    assert ("badge not_reproduced", "not_reproduced") in t.spans
+    assert len(t.spans) == 4
+
+    # Per-rule run times, computed by hand from the TSVs above.
+    runtimes = {r[0]: r[1:] for r in t.tables["runtimes"][0][1:]}
+    assert runtimes == {"eval": ["1", "3.12", "3.12", "42.0"],
+                        "train": ["2", "29.75", "12.25", "150.5"]}
+    assert t.tables["runtimes"][1][1:] == [["plot", "1", "—", "—", "—"]]
+
+    # Figure: inline base64 that decodes to the very bytes written; caption escaped text.
+    [img] = t.imgs
+    prefix = "data:image/png;base64,"
+    assert img["src"].startswith(prefix)
+    assert base64.b64decode(img["src"][len(prefix):]) == PNG_1x1
+    assert "Loss &lt;vs&gt; step" in html
+
+    # Provenance.
+    prov = {r[0]: r[1] for r in t.tables["provenance"][0]}
+    assert prov["git sha"] == "abc123def (dirty: yes)"
+    assert prov["config hash"] == "cafef00d12345678"
+    assert prov["numpy"] == "2.4.6" and prov["torch"] == "—"
+
+
+def test_special_characters_escaped(papers, capsys):
+    tmp_path, a, b = papers
+    html = build_report("tiny", [a, b])
+    assert "<script>" not in html and "<b>full</b>" not in html
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; more" in html
+    assert 'src="http' not in html and "<link" not in html  # no external assets
+
+
+def test_report_does_not_import_torch(papers):
+    # A fresh interpreter: this test session may have torch loaded by other tests.
+    tmp_path, a, b = papers
+    code = ("import sys; from methods.core.report import build_report; "
+            f"build_report('tiny', [{str(a)!r}, {str(b)!r}]); "
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("breakage", ["missing_claims", "corrupt_claims", "missing_dir",
+                                      "malformed_claims", "wrong_scale", "corrupt_tsv"])
+def test_bad_input_exits_2_without_output(papers, capsys, breakage):
+    tmp_path, a, b = papers
+    target = b
+    if breakage == "missing_claims":
+        (b / "claims.json").unlink()
+    elif breakage == "corrupt_claims":
+        (b / "claims.json").write_text('{"paper": "paper_b", "claims": [')
+    elif breakage == "missing_dir":
+        target = tmp_path / "results" / "tiny" / "nope"
+    elif breakage == "malformed_claims":
+        (b / "claims.json").write_text('{"paper": "paper_b", "claims": 3}')
+    elif breakage == "wrong_scale":
+        target = write_paper(tmp_path, "paper_c", [claim("C1", "reproduced")], scale="full")
+    elif breakage == "corrupt_tsv":
+        (b / "benchmarks" / "x.tsv").write_text(HEADER + "ten\t0\t1\t1\t1\t1\t0\t0\t0\t1\n")
+    rc, out, cap = run_cli(tmp_path, [a, target], capsys)
+    assert rc == 2
+    lines = cap.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("report: error: "), cap.err
+    assert not out.exists()
+    assert not (tmp_path / "reports").exists()  # not even a temporary file or directory
+
+
+def test_fmt_value_and_rule_of():
+    assert fmt_value(None) == "—" and fmt_value(True) == "yes" and fmt_value(False) == "no"
+    assert fmt_value(1234.5678) == "1235" and fmt_value(0.000123456) == "0.0001235"
+    assert fmt_value(7) == "7"
+    assert rule_of(Path("train__tiny_0_seed1.tsv")) == "train"
+    assert rule_of(Path("make_report.tsv")) == "make_report"

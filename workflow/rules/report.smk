@@ -1,0 +1,25 @@
+# The HTML report: every enabled paper's claims table, figures, run times and provenance.
+# Figures are also flagged with report() in the papers' rules, for `snakemake --report`.
+
+
+rule report:
+    input:
+        claims=lambda wc: [f"{RESULTS}/{wc.scale}/{p}/claims.json" for p in PAPERS],
+        figures=lambda wc: [f for p in PAPERS for f in FIGURES[p](wc.scale)],
+        code=code(None, "core/report"),
+    output:
+        f"{REPORTS}/{{scale}}/index.html",
+    log:
+        f"{REPORTS}/{{scale}}/report.log",
+    benchmark:
+        f"{REPORTS}/{{scale}}/report.tsv"
+    params:
+        papers=lambda wc: " ".join(f"{RESULTS}/{wc.scale}/{p}" for p in PAPERS),
+        scale=lambda wc: wc.scale,
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    shell:
+        "python -m methods.core.report --scale {params.scale} --papers {params.papers} "
+        "--out {output} > {log} 2>&1"
