@@ -14,7 +14,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: install reproduce test test-fast lint dryrun slurm-up slurm-down bench clean-results
+.PHONY: install reproduce test test-fast lint dryrun slurm-up slurm-down bench envs clean-results
 
 install: $(STAMP)
 
@@ -46,6 +46,9 @@ slurm-up:
 
 slurm-down:
 	bash scripts/slurm-local.sh stop
+
+envs:
+	$(PY) scripts/gen_envs.py
 
 bench: install
 	$(PY) benchmarks/trainer.py

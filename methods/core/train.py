@@ -174,8 +174,9 @@ def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
         done = step + 1
         last = done == cfg.steps
         if done % cfg.log_every == 0 or last:
-            rows.append({"step": done, "loss": float(loss), "lr": lr, "grad_norm": gnorm})
-            bar.set_postfix(loss=f"{float(loss):.4f}")
+            loss_value = loss.item()
+            rows.append({"step": done, "loss": loss_value, "lr": lr, "grad_norm": gnorm})
+            bar.set_postfix(loss=f"{loss_value:.4f}")
         if eval_fn is not None and ((cfg.eval_every and done % cfg.eval_every == 0) or last):
             rows.append({"step": done, **eval_fn()})
         if ckpt is not None and cfg.ckpt_every and done % cfg.ckpt_every == 0 and not last:

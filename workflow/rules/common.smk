@@ -1,12 +1,46 @@
 # Shared helpers and steps. Every output path has the scale as a wildcard, so one DAG can
 # hold several scales; hyper-parameters come from config/scales/<scale>.yaml via `hp`.
 import json
+from pathlib import Path
+
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+
+def check_config(obj, schema, where):
+    """Validate with snakemake.utils.validate (which also fills defaults); on failure, one
+    line that names the file and the dotted key, instead of a dump of the whole schema."""
+    import jsonschema
+
+    with open(schema) as f:
+        errors = list(jsonschema.Draft202012Validator(yaml.safe_load(f)).iter_errors(obj))
+    if errors:
+        e = jsonschema.exceptions.best_match(errors)
+        key = ".".join(map(str, e.absolute_path)) or "(top level)"
+        raise WorkflowError(f"invalid config in {where}: key '{key}': {e.message}")
+    # snakemake resolves a relative schema path against this .smk file's directory
+    validate(obj, str(Path(schema).resolve()))
+
+
+# A wrong key or type in the run config or in any scale file fails here, before any job.
+check_config(config, "config/schema.yaml", "config/config.yaml or --config")
+SCALES = {}
+for _scale in ("smoke", "tiny", "paper"):
+    _path = f"{config['scales_dir']}/{_scale}.yaml"
+    try:
+        with open(_path) as _f:
+            SCALES[_scale] = yaml.safe_load(_f)
+    except (OSError, yaml.YAMLError) as _e:
+        raise WorkflowError(f"cannot read scale config {_path}: {_e}")
+    check_config(SCALES[_scale], "config/scale.schema.yaml", _path)
+
 
 RESULTS = config["results_dir"]
 REPORTS = config["reports_dir"]
 PAPERS = config["papers"]
 # Modules every CLI step imports (argument parsing, typed config, result writing).
-CORE_BASE = ("core/cli", "core/config", "core/results")
+CORE_BASE = ("core.cli", "core.config", "core.results")
 FIGURES = {}  # paper → (scale → its figure paths); filled by each paper's .smk
 
 
@@ -28,15 +62,24 @@ def as_json(obj):
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
+def _module_file(name):
+    return str(Path("methods", *name.split(".")).with_suffix(".py"))
+
+
 def code(paper, *modules):
     """The source files a step imports, as inputs, so editing one reruns that step and what
-    depends on it (Snakemake does not track imports). `modules` are paths under methods/
-    without `.py`: a paper's own (e.g. "pretrain") or shared ones ("core/train")."""
-    files = {f"methods/{m}.py" if "/" in m else f"methods/{paper}/{m}.py" for m in modules}
-    files |= {f"methods/{m}.py" for m in CORE_BASE}
+    depends on it (Snakemake does not track imports). `modules` are module names under
+    methods/: a paper's own ("pretrain") or shared ones ("core.train")."""
+    names = {m if m.startswith("core.") else f"{paper}.{m}" for m in modules} | set(CORE_BASE)
     if paper:
-        files |= {f"methods/{paper}/__init__.py", f"methods/{paper}/__main__.py"}
-    return sorted(files)
+        names |= {f"{paper}.__init__", f"{paper}.__main__"}
+    return sorted(_module_file(n) for n in names)
+
+
+def conda_env(wildcards):
+    """The conda env matching the pins (used with --software-deployment-method conda):
+    the CUDA build of torch where a step gets a GPU."""
+    return "../../envs/cuda.yaml" if RESOURCES[wildcards.scale]["gpu"] else "../../envs/cpu.yaml"
 
 
 def fmt(x):
@@ -59,24 +102,31 @@ def res(key, cpu_only=False):
     return lambda wc: RESOURCES[wc.scale][key]
 
 
-rule claims:
-    """A paper's claims.yaml evaluated on its summary metrics: verdict per claim."""
-    input:
-        spec="methods/{paper}/claims.yaml",
-        metrics=f"{RESULTS}/{{scale}}/{{paper}}/summary.json",
-        code=code(None, "core/claims", "core/__main__"),
-    output:
-        f"{RESULTS}/{{scale}}/{{paper}}/claims.json",
-    log:
-        f"{RESULTS}/{{scale}}/{{paper}}/logs/claims.log",
-    benchmark:
-        f"{RESULTS}/{{scale}}/{{paper}}/benchmarks/claims.tsv"
-    params:
-        scale=lambda wc: wc.scale,
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    shell:
-        "python -m methods.core claims --claims {input.spec} --metrics {input.metrics} "
-        "--scale {params.scale} --out {output} > {log} 2>&1"
+# ---- wd_plasticity (workflow/rules/wd_plasticity.smk) ----
+def wdp(scale, *keys):
+    return hp(scale, "wd_plasticity", *keys)
+
+
+def wdp_tasks(scale):
+    return sorted(wdp(scale, "world", "tasks"))
+
+
+def wdp_runs(scale):
+    """(λ, seed) of every base, as they appear in paths."""
+    return [(fmt(w), s) for w in wdp(scale, "weight_decays") for s in wdp(scale, "seeds")]
+
+
+def wdp_ft(wc, kind):
+    """The fine-tuned model dirs (kind="model") or metrics (kind="metrics") of one base."""
+    base = f"{RESULTS}/{wc.scale}/wd_plasticity/ft/wd{wc.wd}_s{wc.seed}"
+    ext = "" if kind == "model" else ".json"
+    return [f"{base}/{t}_lr{fmt(lr)}{ext}" for t in wdp_tasks(wc.scale) for lr in wdp(wc.scale, "finetune", "lrs")]
+
+
+def wdp_all(scale, what):
+    pattern = {
+        "base": f"{RESULTS}/{scale}/wd_plasticity/base/wd{{}}_s{{}}",
+        "probes": f"{RESULTS}/{scale}/wd_plasticity/probes/wd{{}}_s{{}}.json",
+        "eval": f"{RESULTS}/{scale}/wd_plasticity/eval/wd{{}}_s{{}}.json",
+    }[what]
+    return [pattern.format(w, s) for w, s in wdp_runs(scale)]

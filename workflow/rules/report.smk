@@ -6,7 +6,7 @@ rule report:
     input:
         claims=lambda wc: [f"{RESULTS}/{wc.scale}/{p}/claims.json" for p in PAPERS],
         figures=lambda wc: [f for p in PAPERS for f in FIGURES[p](wc.scale)],
-        code=code(None, "core/report"),
+        code=code(None, "core.report"),
     output:
         f"{REPORTS}/{{scale}}/index.html",
     log:
@@ -17,9 +17,36 @@ rule report:
         papers=lambda wc: " ".join(f"{RESULTS}/{wc.scale}/{p}" for p in PAPERS),
         scale=lambda wc: wc.scale,
     threads: 1
+    conda:
+        conda_env
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
         "python -m methods.core.report --scale {params.scale} --papers {params.papers} "
         "--out {output} > {log} 2>&1"
+
+
+rule claims:
+    """A paper's claims.yaml evaluated on its summary metrics: verdict per claim."""
+    input:
+        spec="methods/{paper}/claims.yaml",
+        metrics=f"{RESULTS}/{{scale}}/{{paper}}/summary.json",
+        code=code(None, "core.claims", "core.__main__"),
+    output:
+        f"{RESULTS}/{{scale}}/{{paper}}/claims.json",
+    log:
+        f"{RESULTS}/{{scale}}/{{paper}}/logs/claims.log",
+    benchmark:
+        f"{RESULTS}/{{scale}}/{{paper}}/benchmarks/claims.tsv"
+    params:
+        scale=lambda wc: wc.scale,
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    shell:
+        "python -m methods.core claims --claims {input.spec} --metrics {input.metrics} "
+        "--scale {params.scale} --out {output} > {log} 2>&1"

@@ -2,7 +2,6 @@
 # the AdamW weight decay λ, fine-tune every base on each downstream task, evaluate through
 # lm-eval, probe the bases, aggregate, and check claims W1-W3 (methods/wd_plasticity/).
 WDP = f"{RESULTS}/{{scale}}/wd_plasticity"
-WDP_PY = "python -m methods.wd_plasticity"
 
 
 wildcard_constraints:
@@ -11,39 +10,10 @@ wildcard_constraints:
     task=r"[A-Za-z][A-Za-z0-9]*",
 
 
-def wdp(scale, *keys):
-    return hp(scale, "wd_plasticity", *keys)
-
-
-def wdp_tasks(scale):
-    return sorted(wdp(scale, "world", "tasks"))
-
-
-def wdp_runs(scale):
-    """(λ, seed) of every base, as they appear in paths."""
-    return [(fmt(w), s) for w in wdp(scale, "weight_decays") for s in wdp(scale, "seeds")]
-
-
-def wdp_ft(wc, kind):
-    """The fine-tuned model dirs (kind="model") or metrics (kind="metrics") of one base."""
-    base = f"{RESULTS}/{wc.scale}/wd_plasticity/ft/wd{wc.wd}_s{wc.seed}"
-    ext = "" if kind == "model" else ".json"
-    return [f"{base}/{t}_lr{fmt(lr)}{ext}" for t in wdp_tasks(wc.scale) for lr in wdp(wc.scale, "finetune", "lrs")]
-
-
-def wdp_all(scale, what):
-    pattern = {
-        "base": f"{RESULTS}/{scale}/wd_plasticity/base/wd{{}}_s{{}}",
-        "probes": f"{RESULTS}/{scale}/wd_plasticity/probes/wd{{}}_s{{}}.json",
-        "eval": f"{RESULTS}/{scale}/wd_plasticity/eval/wd{{}}_s{{}}.json",
-    }[what]
-    return [pattern.format(w, s) for w, s in wdp_runs(scale)]
-
-
 rule wdp_data:
     """The synthetic world (or, at paper scale, the hub corpus and SFT sets)."""
     input:
-        code=code("wd_plasticity", "world", "core/data"),
+        code=code("wd_plasticity", "world", "core.data"),
     output:
         directory(f"{WDP}/data"),
     log:
@@ -53,11 +23,13 @@ rule wdp_data:
     params:
         cfg=lambda wc: as_json(wdp(wc.scale, "world")),
     threads: 1
+    conda:
+        conda_env
     resources:
         mem_mb=res("mem_mb"),
         runtime=res("runtime"),
     shell:
-        "{WDP_PY} data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.wd_plasticity data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
 
 rule wdp_tokenizer:
@@ -65,7 +37,7 @@ rule wdp_tokenizer:
     the downstream formats has a token)."""
     input:
         data=f"{WDP}/data",
-        code=code(None, "core/tokenizer", "core/__main__"),
+        code=code(None, "core.tokenizer", "core.__main__"),
     output:
         directory(f"{WDP}/tokenizer"),
     log:
@@ -80,6 +52,8 @@ rule wdp_tokenizer:
             + [f"{input.data}/tasks/{t}/{s}.jsonl" for t in wdp_tasks(wc.scale) for s in ("train", "dev", "test")]
         ),
     threads: 1
+    conda:
+        conda_env
     resources:
         mem_mb=res("mem_mb"),
         runtime=res("runtime"),
@@ -93,7 +67,7 @@ rule wdp_pretrain:
     input:
         data=f"{WDP}/data",
         tokenizer=f"{WDP}/tokenizer",
-        code=code("wd_plasticity", "pretrain", "core/train", "core/models", "core/data", "core/tokenizer"),
+        code=code("wd_plasticity", "pretrain", "core.train", "core.models", "core.data", "core.tokenizer"),
     output:
         directory(f"{WDP}/base/wd{{wd}}_s{{seed}}"),
     log:
@@ -104,12 +78,14 @@ rule wdp_pretrain:
         cfg=lambda wc: as_json(wdp(wc.scale, "pretrain")),
         ckpt=f"{WDP}/checkpoints/base_wd{{wd}}_s{{seed}}.pt",
     threads: 1
+    conda:
+        conda_env
     resources:
         mem_mb=res("mem_mb"),
         runtime=res("runtime"),
         gpu=res("gpu"),
     shell:
-        "{WDP_PY} pretrain --config {params.cfg:q} --weight-decay {wildcards.wd} --seed {wildcards.seed} "
+        "python -m methods.wd_plasticity pretrain --config {params.cfg:q} --weight-decay {wildcards.wd} --seed {wildcards.seed} "
         "--data {input.data} --tokenizer {input.tokenizer} --checkpoint {params.ckpt} "
         "--out {output} --threads {threads} > {log} 2>&1"
 
@@ -119,7 +95,7 @@ rule wdp_finetune:
     input:
         base=f"{WDP}/base/wd{{wd}}_s{{seed}}",
         data=f"{WDP}/data",
-        code=code("wd_plasticity", "finetune", "core/train", "core/models", "core/data", "core/evaluate"),
+        code=code("wd_plasticity", "finetune", "core.train", "core.models", "core.data", "core.evaluate"),
     output:
         model=directory(f"{WDP}/ft/wd{{wd}}_s{{seed}}/{{task}}_lr{{lr}}"),
         metrics=f"{WDP}/ft/wd{{wd}}_s{{seed}}/{{task}}_lr{{lr}}.json",
@@ -130,12 +106,14 @@ rule wdp_finetune:
     params:
         cfg=lambda wc: as_json(wdp(wc.scale, "finetune")),
     threads: 1
+    conda:
+        conda_env
     resources:
         mem_mb=res("mem_mb"),
         runtime=res("runtime"),
         gpu=res("gpu"),
     shell:
-        "{WDP_PY} finetune --config {params.cfg:q} --base {input.base} --task-dir {input.data}/tasks/{wildcards.task} "
+        "python -m methods.wd_plasticity finetune --config {params.cfg:q} --base {input.base} --task-dir {input.data}/tasks/{wildcards.task} "
         "--lr {wildcards.lr} --seed {wildcards.seed} --out {output.model} --metrics {output.metrics} "
         "--threads {threads} > {log} 2>&1"
 
@@ -144,7 +122,7 @@ rule wdp_lm_eval_tasks:
     """Our downstream test sets as lm-eval task YAMLs (loglikelihood + generation per task)."""
     input:
         data=f"{WDP}/data",
-        code=code("wd_plasticity", "downstream", "core/evaluate"),
+        code=code("wd_plasticity", "downstream", "core.evaluate"),
     output:
         directory(f"{WDP}/lm_eval_tasks"),
     log:
@@ -155,11 +133,13 @@ rule wdp_lm_eval_tasks:
         cfg=lambda wc: as_json(wdp(wc.scale, "eval")),
         tasks=lambda wc: " ".join(wdp_tasks(wc.scale)),
     threads: 1
+    conda:
+        conda_env
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
-        "{WDP_PY} export-tasks --config {params.cfg:q} --data {input.data} --tasks {params.tasks} "
+        "python -m methods.wd_plasticity export-tasks --config {params.cfg:q} --data {input.data} --tasks {params.tasks} "
         "--out {output} > {log} 2>&1"
 
 
@@ -170,7 +150,7 @@ rule wdp_evaluate:
         tasks=f"{WDP}/lm_eval_tasks",
         ft=lambda wc: wdp_ft(wc, "model"),
         ft_metrics=lambda wc: wdp_ft(wc, "metrics"),
-        code=code("wd_plasticity", "downstream", "core/evaluate", "core/models"),
+        code=code("wd_plasticity", "downstream", "core.evaluate", "core.models"),
     output:
         f"{WDP}/eval/wd{{wd}}_s{{seed}}.json",
     log:
@@ -180,12 +160,14 @@ rule wdp_evaluate:
     params:
         cfg=lambda wc: as_json(wdp(wc.scale, "eval")),
     threads: 1
+    conda:
+        conda_env
     resources:
         mem_mb=res("mem_mb"),
         runtime=res("runtime"),
         gpu=res("gpu"),
     shell:
-        "{WDP_PY} evaluate --config {params.cfg:q} --base {input.base} --tasks-dir {input.tasks} "
+        "python -m methods.wd_plasticity evaluate --config {params.cfg:q} --base {input.base} --tasks-dir {input.tasks} "
         "--ft-dirs {input.ft} --ft-metrics {input.ft_metrics} --weight-decay {wildcards.wd} "
         "--seed {wildcards.seed} --out {output} --threads {threads} > {log} 2>&1"
 
@@ -195,7 +177,7 @@ rule wdp_probes:
     input:
         base=f"{WDP}/base/wd{{wd}}_s{{seed}}",
         data=f"{WDP}/data",
-        code=code("wd_plasticity", "probes", "pretrain", "core/train", "core/models", "core/data"),
+        code=code("wd_plasticity", "probes", "pretrain", "core.train", "core.models", "core.data"),
     output:
         f"{WDP}/probes/wd{{wd}}_s{{seed}}.json",
     log:
@@ -206,12 +188,14 @@ rule wdp_probes:
         cfg=lambda wc: as_json(wdp(wc.scale, "probes")),
         seq_len=lambda wc: wdp(wc.scale, "pretrain", "seq_len"),
     threads: 1
+    conda:
+        conda_env
     resources:
         mem_mb=res("mem_mb"),
         runtime=res("runtime"),
         gpu=res("gpu"),
     shell:
-        "{WDP_PY} probes --config {params.cfg:q} --base {input.base} --data {input.data} "
+        "python -m methods.wd_plasticity probes --config {params.cfg:q} --base {input.base} --data {input.data} "
         "--seq-len {params.seq_len} --weight-decay {wildcards.wd} --seed {wildcards.seed} "
         "--out {output} --threads {threads} > {log} 2>&1"
 
@@ -233,18 +217,20 @@ rule wdp_aggregate:
     params:
         cfg=lambda wc: as_json(wdp(wc.scale, "analysis")),
     threads: 1
+    conda:
+        conda_env
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
-        "{WDP_PY} aggregate --config {params.cfg:q} --bases {input.bases} --probes {input.probes} "
+        "python -m methods.wd_plasticity aggregate --config {params.cfg:q} --bases {input.bases} --probes {input.probes} "
         "--evals {input.evals} --table {output.table} --summary {output.summary} > {log} 2>&1"
 
 
 rule wdp_figure:
     input:
         table=f"{WDP}/table.csv",
-        code=code("wd_plasticity", "analysis", "core/plots"),
+        code=code("wd_plasticity", "analysis", "core.plots"),
     output:
         fig=report(
             f"{WDP}/figures/plasticity.png",
@@ -258,11 +244,13 @@ rule wdp_figure:
     benchmark:
         f"{WDP}/benchmarks/wdp_figure.tsv"
     threads: 1
+    conda:
+        conda_env
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
-        "{WDP_PY} figure --table {input.table} --out {output.fig} > {log} 2>&1"
+        "python -m methods.wd_plasticity figure --table {input.table} --out {output.fig} > {log} 2>&1"
 
 
 FIGURES["wd_plasticity"] = lambda scale: [f"{RESULTS}/{scale}/wd_plasticity/figures/plasticity.png"]

@@ -1,0 +1,467 @@
+"""Throughput and MFU of our trainer (`methods.core.train.train`) beside HF `transformers.Trainer`.
+
+    python benchmarks/trainer.py [--steps 100] [--repeats 3] [--model-size tiny|small] [--threads 1]
+
+Both sides train the same model (`build_model(cfg, tok, seed)`, so the same init) on the same
+batches (`TokenStream.batch(step, B, seed)`), with the same AdamW (our `make_optimizer`: same
+lr, betas, eps, decay/no-decay grouping), the same schedule (our `lr_factor`: linear warm-up,
+cosine to `min_lr_ratio`), the same gradient clipping and the same next-token loss, on
+`--threads` CPU threads. Each run is W warm-up steps (not timed) + S timed steps + 1 closing
+step; the two sides alternate R times (ours, HF, ours, HF, ...) and medians are reported.
+
+Timing. A "step" is everything between the start of one update and the start of the next
+(batch fetch/creation, forward, backward, clipping, optimizer, schedule, the trainer's own
+bookkeeping). Ours: a timestamp when `train()` calls `batch_fn(step)`; HF: a `TrainerCallback`
+timestamp at `on_step_begin` (HF fetches a step's batch just before it). Time = t[W+S] - t[W],
+i.e. exactly S full steps; setup (model build, Trainer construction, dataloader creation) and
+the first W steps are excluded. tokens/s = S·B·T / time.
+
+FLOPs (PaLM appendix B / nanoGPT `estimate_mfu`, fwd+bwd, no activation recomputation):
+
+    N      = L·(2·d·d + 2·d·d_kv + 3·d·d_ff) + V·d
+             (matmul weights only: q,o; k,v (d_kv = n_kv_heads·d/n_heads); SwiGLU gate, up,
+              down; plus the LM-head matmul V·d -- counted even though it is tied to the
+              embedding, whose lookup is not a matmul; RMSNorm gains are not matmuls and are
+              left out)
+    F_tok  = 6·N + 12·L·T·d
+             (6 = 2 FLOPs per multiply-add × (1 forward + 2 backward) matmuls per weight;
+              12·L·T·d = attention scores QKᵀ and weighted sum AV, 2·T·d FLOPs per token each
+              in the forward, ×3 for fwd+bwd, counted over the full T×T square as PaLM and
+              nanoGPT do, although a causal kernel may skip half)
+    F_step = F_tok · B · T
+
+achieved FLOP/s = F_step·S / time;  MFU = achieved FLOP/s / peak, where the peak is this
+machine's measured fp32 `torch.mm` rate on `--threads` threads for a large square matmul
+(best of several reps of n = 1024 and n = 2048). The script also times every matmul the model
+does at its own shapes (each linear layer's forward x·Wᵀ, input gradient dY·W and weight gradient
+dYᵀ·x at M = B·T rows; the attention bmm's) and reports "attainable": F_step / Σ(matmul times),
+the rate a step would reach if it were nothing but these matmuls -- the ceiling at these sizes.
+
+Correctness is checked beside the speed: the loss of the last step (same batch, same weights if
+all went the same), the loss of the final weights on fixed held-out batches, and the largest
+absolute difference between the two final models' parameters.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("TQDM_DISABLE", "1")  # our train() draws no bar; HF runs with disable_tqdm
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+# model sizes: tiny = the wd_plasticity tiny-scale model (config/scales/tiny.yaml)
+SIZES = {
+    "tiny": {"model": {"d_model": 64, "n_layers": 3, "n_heads": 4, "d_ff": 172},
+             "steps": 100, "warmup": 10},
+    "small": {"model": {"d_model": 256, "n_layers": 4, "n_heads": 4, "d_ff": 688},
+              "steps": 30, "warmup": 5},
+}
+
+
+# ------------------------------------------------------------------------ setup ----
+def make_text(n_chars: int, seed: int) -> str:
+    """Generated corpus: PCFG sentences and arithmetic lines, one per line."""
+    from methods.core.data import arithmetic_line, pcfg_sentence
+
+    rng = random.Random(seed)
+    lines, n = [], 0
+    while n < n_chars:
+        line = pcfg_sentence(rng) if rng.random() < 0.6 else arithmetic_line(rng)
+        lines.append(line)
+        n += len(line) + 1
+    return "\n".join(lines) + "\n"
+
+
+def flops_per_token(mcfg, vocab: int, seq_len: int) -> dict:
+    d, L, T = mcfg.d_model, mcfg.n_layers, seq_len
+    d_kv = (mcfg.n_kv_heads or mcfg.n_heads) * (d // mcfg.n_heads)
+    n_layer = L * (2 * d * d + 2 * d * d_kv + 3 * d * mcfg.d_ff)
+    n_head = vocab * d
+    n = n_layer + n_head
+    attn = 12 * L * T * d
+    return {"N_matmul": n, "N_layers": n_layer, "N_lm_head": n_head,
+            "flops_6N": 6 * n, "flops_attention": attn, "flops_per_token": 6 * n + attn}
+
+
+# ---------------------------------------------------------------- matmul peak ----
+def _best_time(fn, reps: int, min_time: float) -> float:
+    """Best per-call seconds over `reps` trials; each trial loops until ≥ min_time."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-7)
+    inner = max(1, int(min_time / one))
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / inner)
+    return best
+
+
+def square_peak(sizes=(1024, 2048), reps: int = 8) -> dict:
+    import torch
+
+    out = {}
+    for n in sizes:
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        c = torch.empty(n, n)
+        t = _best_time(lambda: torch.mm(a, b, out=c), reps, min_time=0.0)
+        out[str(n)] = 2 * n ** 3 / t / 1e9
+    return out
+
+
+def model_shape_matmuls(mcfg, vocab: int, batch: int, seq_len: int, reps: int = 10) -> dict:
+    """Time every matmul of one training step at the model's own shapes (fp32, torch.mm/bmm)."""
+    import torch
+
+    d, L, T, M = mcfg.d_model, mcfg.n_layers, seq_len, batch * seq_len
+    H = mcfg.n_heads
+    hd = d // H
+    d_kv = (mcfg.n_kv_heads or H) * hd
+    # (name, in, out, count per step) for each linear layer kind
+    linears = [("attn q,o", d, d, 2 * L), ("attn k,v", d, d_kv, 2 * L),
+               ("mlp gate,up", d, mcfg.d_ff, 2 * L), ("mlp down", mcfg.d_ff, d, L),
+               ("lm_head", d, vocab, 1)]
+    cache, rows = {}, []
+    total_flops = total_time = 0.0
+    for name, fin, fout, count in linears:
+        x, w, dy = torch.randn(M, fin), torch.randn(fout, fin), torch.randn(M, fout)
+        for kind, a, b in (("fwd x·Wᵀ", x, w.t()), ("bwd dY·W", dy, w), ("bwd dYᵀ·x", dy.t(), x)):
+            m, k, n = a.shape[0], a.shape[1], b.shape[1]
+            key = (m, k, n, a.stride(), b.stride())
+            if key not in cache:
+                cache[key] = _best_time(lambda: torch.mm(a, b), reps, min_time=0.02)
+            t = cache[key]
+            fl = 2 * m * k * n
+            rows.append({"layer": name, "op": kind, "shape": f"({m}×{k})@({k}×{n})", "count": count,
+                         "gflops": fl / t / 1e9})
+            total_flops += fl * count
+            total_time += t * count
+    # attention: S = Q·Kᵀ and O = P·V in the forward; dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q
+    q, k_, p = torch.randn(batch * H, T, hd), torch.randn(batch * H, hd, T), torch.randn(batch * H, T, T)
+    v = torch.randn(batch * H, T, hd)
+    for kind, a, b, n_per in (("QKᵀ, dO·Vᵀ", q, k_, 2), ("P·V, Pᵀ·dO, dS·K, dSᵀ·Q", p, v, 4)):
+        t = _best_time(lambda: torch.bmm(a, b), reps, min_time=0.02)
+        fl = 2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+        rows.append({"layer": "attention", "op": kind, "shape": f"{a.shape[0]}×({a.shape[1]}×{a.shape[2]})@({b.shape[1]}×{b.shape[2]})",
+                     "count": n_per * L, "gflops": fl / t / 1e9})
+        total_flops += fl * n_per * L
+        total_time += t * n_per * L
+    return {"rows": rows, "step_matmul_flops": total_flops, "step_matmul_seconds": total_time,
+            "attainable_gflops": total_flops / total_time / 1e9}
+
+
+# ------------------------------------------------------------------------ runs ----
+class Setup:
+    def __init__(self, args):
+        import torch
+
+        from methods.core.data import TokenStream
+        from methods.core.models import ModelConfig
+        from methods.core.tokenizer import train_tokenizer
+        from methods.core.train import TrainConfig
+
+        size = SIZES[args.model_size]
+        self.S = args.steps if args.steps is not None else size["steps"]
+        self.W = args.warmup if args.warmup is not None else size["warmup"]
+        self.B, self.T, self.seed = args.batch_size, args.seq_len, args.seed
+        text = make_text(args.corpus_chars, seed=1234)
+        val = make_text(args.corpus_chars // 10, seed=4321)
+        self.tok = train_tokenizer([text], kind="char")
+        self.stream = TokenStream.from_text(text, self.tok, self.T)
+        self.eval_batches = TokenStream.from_text(val, self.tok, self.T).sequential_batches(self.B, 4)
+        self.mcfg = ModelConfig(**size["model"], max_seq_len=self.T)
+        total = self.W + self.S + 1
+        # the wd_plasticity tiny pretraining recipe, with the warm-up = the untimed steps
+        self.tcfg = TrainConfig(steps=total, batch_size=self.B, lr=3e-3, optimizer="adamw",
+                                betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, decay_min_ndim=2,
+                                warmup_steps=self.W, schedule="cosine", min_lr_ratio=0.1,
+                                grad_clip=1.0, eval_every=0, ckpt_every=0, log_every=total,
+                                seed=self.seed)
+        self.total = total
+        # the HF side reads the very windows our batch_fn draws: batch s = rows [s·B, (s+1)·B)
+        self.windows = torch.cat([torch.cat([b["input_ids"], b["labels"][:, -1:]], dim=1)
+                                  for b in (self.stream.batch(s, self.B, self.seed) for s in range(total))])
+        self.vocab = len(self.tok)
+        self.tokens_timed = self.S * self.B * self.T
+
+
+def _timings(stamps: list[tuple[float, float]]) -> dict:
+    """Wall and process-CPU seconds of the S steps between the first and the last stamp."""
+    wall = [w for w, _ in stamps]
+    return {"seconds": wall[-1] - wall[0], "cpu_seconds": stamps[-1][1] - stamps[0][1],
+            "step_seconds": [b - a for a, b in zip(wall, wall[1:])]}
+
+
+def run_ours(su: Setup) -> dict:
+    import torch
+
+    from methods.core.models import build_model
+    from methods.core.train import evaluate_loss, train
+
+    model = build_model(su.mcfg, su.tok, su.seed)
+    stamps: dict[int, tuple[float, float]] = {}
+
+    def batch_fn(step: int) -> dict:
+        stamps[step] = (time.perf_counter(), time.process_time())
+        return su.stream.batch(step, su.B, su.seed)
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rows = train(model, batch_fn, su.tcfg, desc="ours")
+    return {**_timings([stamps[s] for s in range(su.W, su.W + su.S + 1)]),
+            "final_train_loss": rows[-1]["loss"],
+            "eval_loss": evaluate_loss(model, su.eval_batches), "threads": torch.get_num_threads(),
+            "train_stderr": err.getvalue().strip(), "_model": model}
+
+
+def run_hf(su: Setup, labels_mode: str) -> dict:
+    import torch
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    from methods.core.models import build_model
+    from methods.core.train import evaluate_loss, lr_factor, make_optimizer
+
+    class Windows(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(su.windows)
+
+        def __getitem__(self, i):
+            w = su.windows[i]
+            if labels_mode == "shift":
+                # T positions, targets given pre-shifted: exactly our inputs and targets
+                return {"input_ids": w[:-1], "labels": w[:-1], "shift_labels": w[1:]}
+            # the plain HF convention: labels = input_ids over the T+1 window, shifted inside the
+            # loss; the same T targets, but the model runs T+1 positions
+            return {"input_ids": w, "labels": w}
+
+    class Stamps(TrainerCallback):
+        def __init__(self):
+            self.begin, self.end, self.threads = [], [], None
+
+        def on_step_begin(self, args, state, control, **kw):
+            self.begin.append((time.perf_counter(), time.process_time()))
+
+        def on_step_end(self, args, state, control, **kw):
+            self.end.append(time.perf_counter())
+            self.threads = torch.get_num_threads()
+
+    class LastLossTrainer(Trainer):
+        last_loss = None
+
+        def training_step(self, *a, **kw):
+            loss = super().training_step(*a, **kw)
+            self.last_loss = loss
+            return loss
+
+    model = build_model(su.mcfg, su.tok, su.seed)
+    opt = make_optimizer(model, su.tcfg)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, su.tcfg))
+    cb = Stamps()
+    with tempfile.TemporaryDirectory() as tmp:
+        args = TrainingArguments(
+            output_dir=tmp, max_steps=su.total, per_device_train_batch_size=su.B,
+            learning_rate=su.tcfg.lr, max_grad_norm=su.tcfg.grad_clip, seed=su.seed,
+            train_sampling_strategy="sequential", dataloader_drop_last=True,
+            dataloader_num_workers=0, dataloader_pin_memory=False, remove_unused_columns=False,
+            save_strategy="no", eval_strategy="no", logging_strategy="steps", logging_steps=10 ** 9,
+            report_to=[], use_cpu=True, disable_tqdm=True,
+        )
+        trainer = LastLossTrainer(model=model, args=args, train_dataset=Windows(),
+                                  optimizers=(opt, sched), callbacks=[cb])
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            trainer.train()  # its end-of-training metrics line is printed to stdout; keep the table clean
+    assert len(cb.begin) == su.total, (len(cb.begin), su.total)
+    inside = sum(e - b[0] for b, e in zip(cb.begin[su.W:su.W + su.S], cb.end[su.W:su.W + su.S]))
+    model.eval()
+    return {**_timings(cb.begin[su.W:su.W + su.S + 1]), "seconds_step_begin_to_end": inside,
+            "final_train_loss": float(trainer.last_loss), "eval_loss": evaluate_loss(model, su.eval_batches),
+            "threads": cb.threads, "_model": model}
+
+
+def max_param_diff(a, b) -> float:
+    import torch
+
+    sa, sb = a.state_dict(), b.state_dict()
+    with torch.no_grad():
+        return max(float((sa[k] - sb[k]).abs().max()) for k in sa)
+
+
+# ------------------------------------------------------------------------ main ----
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=None, help="timed steps S (tiny: 100, small: 30)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed warm-up steps W (tiny: 10, small: 5)")
+    p.add_argument("--repeats", type=int, default=3, help="R runs per side, interleaved")
+    p.add_argument("--model-size", choices=sorted(SIZES), default="tiny")
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for everything")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--corpus-chars", type=int, default=200_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hf-labels", choices=["shift", "window"], default="shift",
+                   help="shift: HF gets input_ids = window[:-1] and shift_labels = window[1:] (same T "
+                        "positions as ours); window: input_ids = labels = the T+1 window (HF shifts "
+                        "internally; runs T+1 positions)")
+    p.add_argument("--skip-peak", action="store_true", help="skip the matmul peak measurements")
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "trainer.json"))
+    args = p.parse_args(argv)
+
+    import torch
+    import transformers
+
+    torch.set_num_threads(args.threads)
+    transformers.logging.set_verbosity_error()
+    t_start = time.perf_counter()
+    load_before = os.getloadavg()
+
+    su = Setup(args)
+    fl = flops_per_token(su.mcfg, su.vocab, su.T)
+    flops_step = fl["flops_per_token"] * su.B * su.T
+    from methods.core.models import build_model
+
+    n_params = sum(p.numel() for p in build_model(su.mcfg, su.tok, 0).parameters())
+    print(f"model {args.model_size}: d={su.mcfg.d_model} L={su.mcfg.n_layers} H={su.mcfg.n_heads} "
+          f"d_ff={su.mcfg.d_ff} V={su.vocab} params={n_params:,} N_matmul={fl['N_matmul']:,}; "
+          f"B={su.B} T={su.T}; {fl['flops_per_token'] / 1e6:.3f} MFLOP/token, {flops_step / 1e9:.3f} GFLOP/step; "
+          f"threads={torch.get_num_threads()}; W={su.W} S={su.S} R={args.repeats}", flush=True)
+
+    peak = shapes = None
+    if not args.skip_peak:
+        peak = square_peak()
+        shapes = model_shape_matmuls(su.mcfg, su.vocab, su.B, su.T)
+        print("matmul peak (fp32, best of 8): " + ", ".join(f"n={n}: {g:.1f} GFLOP/s" for n, g in peak.items())
+              + f"; model shapes, matmul-only step: {shapes['attainable_gflops']:.1f} GFLOP/s", flush=True)
+    peak_gflops = max(peak.values()) if peak else None
+
+    runs = {"ours": [], "hf": []}
+    for r in range(args.repeats):
+        for side in ("ours", "hf"):
+            res = run_ours(su) if side == "ours" else run_hf(su, args.hf_labels)
+            res["median_step_seconds"] = statistics.median(res["step_seconds"])
+            for suffix, sec in (("", res["seconds"] / su.S), ("_median_step", res["median_step_seconds"]),
+                                ("_cpu", res["cpu_seconds"] / su.S)):
+                res["tokens_per_s" + suffix] = su.B * su.T / sec
+                res["gflops" + suffix] = flops_step / sec / 1e9
+                res["mfu" + suffix] = res["gflops" + suffix] / peak_gflops if peak_gflops else None
+            runs[side].append(res)
+            print(f"  repeat {r} {side:4s}: {res['tokens_per_s']:9,.0f} tok/s (median step "
+                  f"{res['tokens_per_s_median_step']:6,.0f}, per CPU-s {res['tokens_per_s_cpu']:6,.0f})  "
+                  f"{res['seconds'] / su.S * 1e3:6.2f} ms/step  "
+                  f"loss(last step) {res['final_train_loss']:.6f}  eval {res['eval_loss']:.6f}", flush=True)
+        runs["ours"][-1]["param_diff_vs_hf"] = max_param_diff(runs["ours"][-1]["_model"], runs["hf"][-1]["_model"])
+        for side in runs:
+            runs[side][-1].pop("_model")
+
+    metric_keys = [m + suffix for suffix in ("", "_median_step", "_cpu") for m in ("tokens_per_s", "gflops", "mfu")]
+    keys = metric_keys + ["seconds", "median_step_seconds", "cpu_seconds", "final_train_loss", "eval_loss"]
+    summary = {}
+    for side in runs:
+        summary[side] = {k: (statistics.median(x[k] for x in runs[side]) if runs[side][0][k] is not None else None)
+                         for k in keys}
+        summary[side]["ms_per_step"] = summary[side]["seconds"] / su.S * 1e3
+        summary[side]["ms_per_step_median_step"] = summary[side]["median_step_seconds"] * 1e3
+        if shapes:
+            for suffix in ("", "_median_step", "_cpu"):
+                summary[side]["frac_of_shape_attainable" + suffix] = (
+                    summary[side]["gflops" + suffix] / shapes["attainable_gflops"])
+        summary[side]["tokens_per_s_all"] = [x["tokens_per_s"] for x in runs[side]]
+        summary[side]["tokens_per_s_median_step_all"] = [x["tokens_per_s_median_step"] for x in runs[side]]
+        summary[side]["tokens_per_s_cpu_all"] = [x["tokens_per_s_cpu"] for x in runs[side]]
+    # ours/HF per interleaved pair (the two runs of a pair saw nearly the same machine load)
+    pairs = list(zip(runs["ours"], runs["hf"]))
+    ratio = {}
+    for key in ("tokens_per_s", "tokens_per_s_median_step", "tokens_per_s_cpu"):
+        pr = [o[key] / h[key] for o, h in pairs]
+        ratio[key] = {"median_of_pair_ratios": statistics.median(pr), "pair_ratios": pr,
+                      "ratio_of_medians": summary["ours"][key] / summary["hf"][key]}
+    loss_diffs = [abs(o["final_train_loss"] - h["final_train_loss"]) for o, h in pairs]
+    eval_diffs = [abs(o["eval_loss"] - h["eval_loss"]) for o, h in pairs]
+    check = {"final_train_loss_abs_diff": loss_diffs, "eval_loss_abs_diff": eval_diffs,
+             "max_param_abs_diff": [o["param_diff_vs_hf"] for o, _ in pairs],
+             "ours_repeats_identical": len({x["final_train_loss"] for x in runs["ours"]}) == 1,
+             "hf_repeats_identical": len({x["final_train_loss"] for x in runs["hf"]}) == 1}
+
+    # ---- table: medians over the R repeats; ratio column = median over pairs of ours/HF
+    print(f"\nmedians over {args.repeats} interleaved repeats. wall = S·B·T / wall time of the S steps; "
+          f"med.step = B·T / median wall step time; cpu = S·B·T / process CPU time of the S steps "
+          f"(tokens per CPU-second: at --threads 1, what an unshared core would do)")
+    print(f"{'':30s}{'ours':>13s}{'HF Trainer':>13s}{'ours/HF':>9s}")
+
+    def line(label, key, fmt, show_ratio=True):
+        o, h = summary["ours"][key], summary["hf"][key]
+        rr = ""
+        if show_ratio and o is not None:
+            rr = f"{statistics.median(a[key] / b[key] for a, b in pairs):9.3f}" if key in runs["ours"][0] else f"{o / h:9.3f}"
+        print(f"{label:30s}{fmt.format(o) if o is not None else '-':>13s}{fmt.format(h) if h is not None else '-':>13s}{rr}")
+
+    for suffix, tag in (("", "wall"), ("_median_step", "med.step"), ("_cpu", "cpu")):
+        line(f"tokens/s ({tag})", "tokens_per_s" + suffix, "{:,.0f}")
+        line(f"achieved GFLOP/s ({tag})", "gflops" + suffix, "{:.2f}")
+        if peak_gflops:
+            line(f"MFU vs {peak_gflops:.0f} GFLOP/s ({tag})", "mfu" + suffix, "{:.1%}")
+            line(f"  of shape ceiling {shapes['attainable_gflops']:.0f} GFLOP/s", "frac_of_shape_attainable" + suffix, "{:.1%}",
+                 show_ratio=False)
+    line("ms/step (wall)", "ms_per_step", "{:.2f}")
+    line("loss, last step", "final_train_loss", "{:.6f}", show_ratio=False)
+    line("eval loss, final weights", "eval_loss", "{:.6f}", show_ratio=False)
+    for key, tag in (("tokens_per_s", "wall"), ("tokens_per_s_median_step", "med.step"), ("tokens_per_s_cpu", "cpu")):
+        print(f"speed ratio ours/HF ({tag}): median of pairs {ratio[key]['median_of_pair_ratios']:.3f} "
+              f"(pairs: {', '.join(f'{x:.3f}' for x in ratio[key]['pair_ratios'])}; "
+              f"ratio of medians {ratio[key]['ratio_of_medians']:.3f})")
+    print(f"|loss diff| last step: {max(loss_diffs):.2e}, eval: {max(eval_diffs):.2e}, "
+          f"max |param diff|: {max(check['max_param_abs_diff']):.2e}; runs bitwise repeatable: "
+          f"ours {check['ours_repeats_identical']}, HF {check['hf_repeats_identical']}")
+    if shapes:
+        print("\nmatmuls at the model's shapes (fp32, best of 10 trials):")
+        for row in shapes["rows"]:
+            print(f"  {row['layer']:12s} {row['op']:26s} {row['shape']:24s} ×{row['count']:<3d} {row['gflops']:7.1f} GFLOP/s")
+
+    result = {
+        "config": {"model_size": args.model_size, "model": asdict(su.mcfg), "train": asdict(su.tcfg),
+                   "batch_size": su.B, "seq_len": su.T, "vocab": su.vocab, "n_params": n_params,
+                   "warmup_steps_untimed": su.W, "timed_steps": su.S, "repeats": args.repeats,
+                   "threads": args.threads, "hf_labels": args.hf_labels, "seed": args.seed},
+        "flops": {**fl, "flops_per_step": flops_step,
+                  "formula": "F_tok = 6*N + 12*L*T*d, N = L*(2*d*d + 2*d*d_kv + 3*d*d_ff) + V*d"},
+        "peak": {"square_gflops": peak, "peak_gflops": peak_gflops,
+                 "model_shapes": shapes},
+        "runs": runs, "summary": summary, "ratio_ours_over_hf": ratio, "correctness": check,
+        "machine": {"cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+                    "torch": torch.__version__, "transformers": transformers.__version__,
+                    "python": platform.python_version(), "loadavg_before": load_before,
+                    "loadavg_after": os.getloadavg()},
+        "wall_seconds": time.perf_counter() - t_start,
+    }
+    try:
+        with open("/proc/cpuinfo") as f:
+            result["machine"]["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {out} ({result['wall_seconds']:.0f} s)")
+    return result
+
+
+if __name__ == "__main__":
+    main()
