@@ -48,9 +48,11 @@ def load_claims(path: str | Path) -> dict:
             raise InputError(f"{path}: claim {c.get('id')!r} has missing keys {sorted(missing)} "
                              f"or unknown keys {sorted(extra)}")
         for scale, chk in (c["checks"] or {}).items():
-            if chk is not None and (set(chk) != {"op", "value"} or chk["op"] not in OPS):
+            if chk is not None and (not isinstance(chk, dict) or set(chk) != {"op", "value"}
+                                    or chk["op"] not in OPS
+                                    or (chk["op"] == "is") != isinstance(chk["value"], bool)):
                 raise InputError(f"{path}: claim {c['id']} scale {scale}: check must be "
-                                 f"{{op: one of {sorted(OPS)}, value: ...}}, got {chk!r}")
+                                 f"{{op: one of {sorted(OPS)}, value: number (bool for 'is')}}, got {chk!r}")
     return spec
 
 
@@ -59,7 +61,7 @@ def verdict(measured, check: dict | None) -> tuple[str, str | None]:
     if check is None:
         return "not_checked", None
     text = f"{SYMBOL[check['op']]} {check['value']}"
-    if measured is None or (isinstance(measured, float) and math.isnan(measured)):
+    if measured is None or (not isinstance(measured, bool) and math.isnan(float(measured))):
         return "not_checked", text
     ok = OPS[check["op"]](measured, check["value"])
     return ("reproduced" if ok else "not_reproduced"), text

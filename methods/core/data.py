@@ -104,7 +104,7 @@ class TokenStream:
 
         self.tokens = torch.as_tensor(tokens, dtype=torch.long)
         self.seq_len = seq_len
-        if len(self.tokens) <= seq_len + 1:
+        if len(self.tokens) < seq_len + 1:
             raise InputError(f"token stream of {len(self.tokens)} tokens is shorter than seq_len {seq_len}")
 
     @classmethod
@@ -115,7 +115,7 @@ class TokenStream:
         import torch
 
         g = _step_generator(seed, step)
-        starts = torch.randint(0, len(self.tokens) - self.seq_len - 1, (batch_size,), generator=g)
+        starts = torch.randint(0, len(self.tokens) - self.seq_len, (batch_size,), generator=g)
         idx = starts[:, None] + torch.arange(self.seq_len + 1)
         win = self.tokens[idx]
         return {"input_ids": win[:, :-1], "labels": win[:, 1:]}
@@ -135,13 +135,19 @@ class TokenStream:
 
 
 def encode_prompt_answer(tokenizer, prompt: str, answer: str, end: str = "") -> tuple[list[int], int]:
-    """Token ids of prompt+answer+end and the index where the answer starts.
-
-    Encoded in two parts, as lm-eval encodes context and continuation, so the tokens the model
-    is trained to predict are exactly the ones lm-eval scores."""
-    p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    a = tokenizer(answer + end, add_special_tokens=False)["input_ids"]
-    return p + a, len(p)
+    """Token ids of prompt+answer+end and the index where the answer starts, split the way
+    lm-eval splits a loglikelihood request, so that SFT trains on and `answer_nll` scores
+    exactly the tokens lm-eval scores: the context's trailing whitespace moves into the
+    continuation (lm-eval's `_encode_pair`), and the whole string is encoded once and cut at
+    the context's length."""
+    if not prompt.strip():
+        raise InputError(f"empty prompt for answer {answer!r}")
+    n = len(prompt) - len(prompt.rstrip())
+    if n:
+        prompt, answer = prompt[:-n], prompt[-n:] + answer
+    whole = tokenizer(prompt + answer + end, add_special_tokens=False)["input_ids"]
+    ctx = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    return whole, len(ctx)
 
 
 class PromptAnswerBatches:

@@ -88,9 +88,7 @@ def write_jsonl(path: str | os.PathLike, rows: list[dict]) -> None:
 
 
 def _json_default(o: Any) -> Any:
-    if hasattr(o, "item"):  # numpy / torch scalars
-        return o.item()
-    if hasattr(o, "tolist"):
+    if hasattr(o, "tolist"):  # numpy / torch arrays and scalars
         return o.tolist()
     if isinstance(o, Path):
         return str(o)

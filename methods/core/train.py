@@ -53,7 +53,8 @@ class TrainConfig:
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
     """Multiplier of the peak lr used for update `step` (0-based): linear warm-up from 0, then
-    cosine from 1 down to `min_lr_ratio` at the last step (or constant)."""
+    cosine from 1 towards `min_lr_ratio`, reached at step == steps (one past the last update,
+    transformers' convention), or constant."""
     if step < cfg.warmup_steps:
         return step / max(1, cfg.warmup_steps)
     if cfg.schedule == "constant":
@@ -104,6 +105,8 @@ def evaluate_loss(model, batches: list[dict]) -> float:
     with torch.no_grad():
         for b in batches:
             n = int((b["labels"] != -100).sum())
+            if n == 0:  # a batch without targets has no loss (its mean would be NaN)
+                continue
             total += float(lm_loss(model, b)) * n
             count += n
     model.train(was_training)

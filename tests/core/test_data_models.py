@@ -140,7 +140,9 @@ def test_sequential_batches_tile_the_stream(n, L, bs, maxb):
 
 
 def test_prompt_answer_batches_label_exactly_the_answer(char_tok):
-    pairs = [("Q: cat?\nA: ", "dog"), ("sum 3 4 -> ", "7"), ("x", "a longer answer"), ("ab", "c")]
+    # prompts without trailing whitespace: this test is about shifting/masking/padding; where a
+    # trailing separator's tokens belong is fixed by lm-eval (see the lm-eval tests below)
+    pairs = [("Q: cat?\nA:", " dog"), ("sum 3 4 ->", " 7"), ("x", "a longer answer"), ("ab", "c")]
     end = "\n"
     pa = PromptAnswerBatches(pairs, char_tok, end=end)
     b = pa.collate([0, 1, 2, 3])
@@ -266,9 +268,16 @@ def trained_arith_model(arith_tok):
     text = "".join(r["prompt"] + r["answer"] + "\n" for r in arith_records(3000, seed=0))
     model = build_model(ModelConfig(d_model=64, n_layers=2, n_heads=4, d_ff=128, max_seq_len=64), arith_tok, 0)
     ts = TokenStream.from_text(text, arith_tok, 32)
+    old = os.environ.get("TQDM_DISABLE")
     os.environ["TQDM_DISABLE"] = "1"
-    T.train(model, lambda s: ts.batch(s, 16, 0),
-            T.TrainConfig(steps=100, batch_size=16, lr=3e-3, warmup_steps=10, log_every=100))
+    try:
+        T.train(model, lambda s: ts.batch(s, 16, 0),
+                T.TrainConfig(steps=100, batch_size=16, lr=3e-3, warmup_steps=10, log_every=100))
+    finally:
+        if old is None:
+            os.environ.pop("TQDM_DISABLE")
+        else:
+            os.environ["TQDM_DISABLE"] = old
     return model.eval()
 
 

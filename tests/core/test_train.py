@@ -167,13 +167,11 @@ def test_adamw_constant_grad_matches_hand_recursion(float64):
     assert float((traj[-1]["w"] - theta0["w"]).abs().max()) > 0.1
 
 
-def tiny_setup(seed: int = 0, tie: bool = True, dtype=None):
+def tiny_setup(seed: int = 0, tie: bool = True):
     text = "the cat sees a dog. the old bird sleeps near the river.\n" * 8
     tok = train_tokenizer([text], kind="char")
     model = build_model(ModelConfig(d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=64,
                                     tie_embeddings=tie), tok, seed)
-    if dtype is not None:
-        model.to(dtype)
     stream = TokenStream.from_text(text, tok, seq_len=16)
     return model, tok, stream
 
@@ -467,7 +465,7 @@ def test_checkpoint_resume_is_bitwise_identical(tmp_path, monkeypatch):
     rows3 = run(m3, batches, ck)
     assert calls == [True]
     assert rows3 == rows1                                   # exact, floats included
-    assert len(rows1) == len({(r["step"], tuple(r)) for r in rows1})
+    assert {"val_loss"} <= set().union(*rows1) and rows1[-1]["step"] == cfg.steps
     for (n, p), q in zip(m1.named_parameters(), m3.parameters()):
         assert torch.equal(p, q), n
     assert not ck.exists()

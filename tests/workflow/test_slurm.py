@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import snakemake_env
+
 pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +84,9 @@ def _completed_elsewhere(jobid: str) -> bool:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
         except (OSError, subprocess.TimeoutExpired):
             continue
-        if re.search(r"JobState=COMPLETED\b.*\bExitCode=0:0\b", out) or out.strip() == "COMPLETED|0:0":
+        if re.search(r"JobState=COMPLETED\b.*\bExitCode=0:0\b", out):
+            return True
+        if out.strip() == "COMPLETED|0:0":
             return True
     return False
 
@@ -90,9 +94,9 @@ def _completed_elsewhere(jobid: str) -> bool:
 def _run_snakemake(cmd: list[str], log: Path) -> int:
     """Run cmd from the repo root, output to `log`; on timeout interrupt it (snakemake then
     scancels its jobs), kill it if it hangs, and scancel whatever it had submitted."""
-    env = dict(os.environ)
-    # Jobs inherit this environment (sbatch --export=ALL): the rules' `python` must be ours.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # Jobs inherit this environment (sbatch --export=ALL): venv first on PATH, so the rules'
+    # `python` is ours, and one thread per job, as in the local workflow tests.
+    env = snakemake_env()
     with log.open("w") as fh:
         proc = subprocess.Popen(
             cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True

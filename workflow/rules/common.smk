@@ -1,6 +1,8 @@
 # Shared helpers and steps. Every output path has the scale as a wildcard, so one DAG can
 # hold several scales; hyper-parameters come from config/scales/<scale>.yaml via `hp`.
 import json
+import os
+import sys
 from pathlib import Path
 
 import yaml
@@ -35,6 +37,10 @@ for _scale in ("smoke", "tiny", "paper"):
         raise WorkflowError(f"cannot read scale config {_path}: {_e}")
     check_config(SCALES[_scale], "config/scale.schema.yaml", _path)
 
+
+# Rules run `python -m methods...`: make that the interpreter running Snakemake (the venv's),
+# also inside SLURM jobs, which re-run this file with the same interpreter.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 RESULTS = config["results_dir"]
 REPORTS = config["reports_dir"]

@@ -1,0 +1,21 @@
+"""Triton kernels. Each `kernels/<name>.py` holds the Triton kernel, a pure-torch reference
+with the same signature, and a dispatcher that picks Triton on CUDA and the reference
+elsewhere (CONVENTIONS 10). Tests run the Triton kernel on CPU under TRITON_INTERPRET=1
+against the reference; benchmarks compare both where a GPU exists.
+
+No paper so far needs a kernel (wd_plasticity uses stock AdamW; its card §7 says so).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+
+def use_triton(*tensors) -> bool:
+    """True when every tensor is on CUDA and Triton is importable, or when the Triton
+    interpreter is forced on (TRITON_INTERPRET=1, for the CPU tests)."""
+    if importlib.util.find_spec("triton") is None:
+        return False
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return True
+    return bool(tensors) and all(getattr(t, "is_cuda", False) for t in tensors)
