@@ -43,16 +43,17 @@ FLOPs (PaLM appendix B / nanoGPT `estimate_mfu`, fwd+bwd, no activation recomput
 
 achieved FLOP/s = F_step·S / time;  MFU = achieved FLOP/s / peak on the same clock, where the
 peak is this machine's measured fp32 `torch.mm` rate on `--threads` threads for a large square
-matmul (best of 8 reps, n = 1024 and 2048, best size; measured before the runs and again
-after each repeat, best of all, since on a shared machine the quietest moment is the peak). The script also times every matmul the
-model does at its own shapes (each linear layer's forward x·Wᵀ, input gradient dY·W and weight
-gradient dYᵀ·x at M = B·T rows; batched matmuls of the attention shapes) and reports the
-"shape ceiling": matmul FLOPs of a step / Σ(count × best time) -- the rate a step would reach
-if it were nothing but these matmuls at these sizes.
+matmul (best of 8 reps, n = 1024 and 2048, best size; measured before the runs and again after
+each repeat, best of all, since on a shared machine the quietest moment is the peak). The
+script also times every matmul the model does at its own shapes (each linear layer's forward
+x·Wᵀ, input gradient dY·W and weight gradient dYᵀ·x at M = B·T rows; batched matmuls of the
+attention shapes) and reports the "shape ceiling": matmul FLOPs of a step / Σ(count × best
+time) -- the rate a step would reach if it were nothing but these matmuls at these sizes.
 
 Correctness is checked beside the speed: the loss of the last step (same batch, same weights if
 all went the same), the loss of the final weights on fixed held-out batches, and the largest
-absolute difference between the two final models' parameters.
+absolute difference between the two final models' parameters. `--aa-control` runs our trainer
+on both sides: its ratio is the harness's own bias and noise.
 """
 from __future__ import annotations
 
@@ -275,7 +276,7 @@ def _timings(bounds: list, W: int, S: int) -> dict:
             "step_seconds": [w for w, _ in steps]}
 
 
-def run_ours(su: Setup, gate, model) -> dict:
+def run_ours(su: Setup, gate, model, side: str = "ours") -> dict:
     import torch
 
     from methods.core.train import train
@@ -283,7 +284,7 @@ def run_ours(su: Setup, gate, model) -> dict:
     bounds: list = []
 
     def batch_fn(step: int) -> dict:
-        bounds.append(gate.boundary("ours"))
+        bounds.append(gate.boundary(side))
         return su.stream.batch(step, su.B, su.seed)
 
     rows = train(model, batch_fn, su.tcfg, desc="ours")
@@ -351,8 +352,9 @@ def run_hf(su: Setup, gate, model, labels_mode: str) -> dict:
             "final_train_loss": float(trainer.last_loss), "threads": cb.threads, "_model": model}
 
 
-def run_pair(su: Setup, labels_mode: str, interleave: str) -> dict:
+def run_pair(su: Setup, labels_mode: str, interleave: str, aa_control: bool = False) -> dict:
     """One run of each side: one after the other (interleave=run) or in lockstep (interleave=step).
+    With `aa_control` the "hf" side runs our trainer too (an A/A test of the harness's side bias).
     The trainers' own output (our tokens/s line, which in lockstep also counts the waits; HF's
     metrics dict) is swallowed."""
     from methods.core.models import build_model
@@ -362,18 +364,23 @@ def run_pair(su: Setup, labels_mode: str, interleave: str) -> dict:
     # threads building at once would share (and HF's Trainer reseeds it in its constructor)
     models = {side: build_model(su.mcfg, su.tok, su.seed) for side in ("ours", "hf")}
     out: dict = {}
+
+    def run_side(side, gate):
+        if side == "ours" or aa_control:
+            return run_ours(su, gate, models[side], side)
+        return run_hf(su, gate, models[side], labels_mode)
+
     sink = io.StringIO()
     with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink):
         if interleave == "run":
-            out["ours"] = run_ours(su, Solo(), models["ours"])
-            out["hf"] = run_hf(su, Solo(), models["hf"], labels_mode)
+            out["ours"] = run_side("ours", Solo())
+            out["hf"] = run_side("hf", Solo())
         else:
             gate = Lockstep()
 
             def work(side):
                 try:
-                    out[side] = (run_ours(su, gate, models[side]) if side == "ours"
-                                 else run_hf(su, gate, models[side], labels_mode))
+                    out[side] = run_side(side, gate)
                 except BaseException as e:  # re-raised below, in the main thread
                     out[side] = e
                 finally:
@@ -419,6 +426,9 @@ def main(argv=None) -> dict:
     p.add_argument("--interleave", choices=["step", "run"], default="step",
                    help="step: each repeat runs both trainers in lockstep threads, alternating one step "
                         "at a time; run: each repeat runs ours then HF, one after the other")
+    p.add_argument("--aa-control", action="store_true",
+                   help="A/A control: run our trainer on both sides (the 'HF' column is ours again); "
+                        "the ratio should be 1 -- what it is not is the harness's own bias and noise")
     p.add_argument("--skip-peak", action="store_true", help="skip the matmul peak measurements")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "trainer.json"))
     args = p.parse_args(argv)
@@ -440,7 +450,8 @@ def main(argv=None) -> dict:
     print(f"model {args.model_size}: d={su.mcfg.d_model} L={su.mcfg.n_layers} H={su.mcfg.n_heads} "
           f"d_ff={su.mcfg.d_ff} V={su.vocab} params={n_params:,} N_matmul={fl['N_matmul']:,}; "
           f"B={su.B} T={su.T}; {fl['flops_per_token'] / 1e6:.3f} MFLOP/token, {flops_step / 1e9:.3f} GFLOP/step; "
-          f"threads={torch.get_num_threads()}; W={su.W} S={su.S} R={args.repeats}; interleave={args.interleave}", flush=True)
+          f"threads={torch.get_num_threads()}; W={su.W} S={su.S} R={args.repeats}; interleave={args.interleave}"
+          + ("; A/A CONTROL: both columns are our trainer" if args.aa_control else ""), flush=True)
 
     peak = shapes = None
     if not args.skip_peak:
@@ -455,7 +466,7 @@ def main(argv=None) -> dict:
 
     runs = {"ours": [], "hf": []}
     for r in range(args.repeats):
-        pair = run_pair(su, args.hf_labels, args.interleave)
+        pair = run_pair(su, args.hf_labels, args.interleave, args.aa_control)
         for side in ("ours", "hf"):
             res = pair[side]
             res["median_step_seconds"] = statistics.median(res["step_seconds"])
@@ -478,7 +489,8 @@ def main(argv=None) -> dict:
             for c in CLOCKS:
                 peak[c] = max(peak[c], again[c])
     if peak:
-        print("matmul peak, best of all measurements: " + ", ".join(f"{c} clock {peak[c]:.1f} GFLOP/s" for c in CLOCKS))
+        print("matmul peak, best of all measurements: "
+              + ", ".join(f"{c} clock {peak[c]:.1f} GFLOP/s" for c in CLOCKS))
     for side in runs:
         for res in runs[side]:
             for suffix, c in clock_of.items():
@@ -523,8 +535,10 @@ def main(argv=None) -> dict:
         o, h = summary["ours"][key], summary["hf"][key]
         rr = ""
         if show_ratio and o is not None:
-            rr = f"{statistics.median(a[key] / b[key] for a, b in pairs):9.3f}" if key in runs["ours"][0] else f"{o / h:9.3f}"
-        print(f"{label:30s}{fmt.format(o) if o is not None else '-':>13s}{fmt.format(h) if h is not None else '-':>13s}{rr}")
+            r_ = statistics.median(a[key] / b[key] for a, b in pairs) if key in runs["ours"][0] else o / h
+            rr = f"{r_:9.3f}"
+        cells = [fmt.format(v) if v is not None else "-" for v in (o, h)]
+        print(f"{label:30s}{cells[0]:>13s}{cells[1]:>13s}{rr}")
 
     for suffix, tag in (("", "wall"), ("_median_step", "med.step"), ("_cpu", "cpu")):
         line(f"tokens/s ({tag})", "tokens_per_s" + suffix, "{:,.0f}")
@@ -534,14 +548,14 @@ def main(argv=None) -> dict:
             line(f"MFU vs {peak[c]:.0f} GFLOP/s ({tag})", "mfu" + suffix, "{:.1%}")
             line(f"  of shape ceiling {shapes[c]:.0f} GFLOP/s", "frac_of_shape_attainable" + suffix, "{:.1%}",
                  show_ratio=False)
-    line("ms/step (wall)", "ms_per_step", "{:.2f}")
+    line("ms/step (wall)", "ms_per_step", "{:.2f}", show_ratio=False)
     line("loss, last step", "final_train_loss", "{:.6f}", show_ratio=False)
     line("eval loss, final weights", "eval_loss", "{:.6f}", show_ratio=False)
     for key, tag in (("tokens_per_s", "wall"), ("tokens_per_s_median_step", "med.step"), ("tokens_per_s_cpu", "cpu")):
         print(f"speed ratio ours/HF ({tag}): median of pairs {ratio[key]['median_of_pair_ratios']:.3f} "
               f"(pairs: {', '.join(f'{x:.3f}' for x in ratio[key]['pair_ratios'])}; "
               f"ratio of medians {ratio[key]['ratio_of_medians']:.3f})")
-    if peak and any(summary[side][k] and summary[side][k] > 1 for side in summary for k in ("mfu", "mfu_median_step")):
+    if peak and any((summary[side][k] or 0) > 1 for side in summary for k in ("mfu", "mfu_median_step")):
         print("note: wall-clock MFU > 100%: the wall-clock peak was measured under heavier load from other "
               "jobs than the training saw; read the cpu rows")
     print(f"|loss diff| last step: {max(loss_diffs):.2e}, eval: {max(eval_diffs):.2e}, "
@@ -558,7 +572,7 @@ def main(argv=None) -> dict:
                    "batch_size": su.B, "seq_len": su.T, "vocab": su.vocab, "n_params": n_params,
                    "warmup_steps_untimed": su.W, "timed_steps": su.S, "repeats": args.repeats,
                    "threads": args.threads, "hf_labels": args.hf_labels, "interleave": args.interleave,
-                   "seed": args.seed},
+                   "aa_control": args.aa_control, "seed": args.seed},
         "flops": {**fl, "flops_per_step": flops_step,
                   "formula": "F_tok = 6*N + 12*L*T*d, N = L*(2*d*d + 2*d*d_kv + 3*d*d_ff) + V*d"},
         "peak": {"square": peak, "model_shapes": shapes},
