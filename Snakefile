@@ -7,6 +7,11 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# common.smk puts this interpreter's bin first on PATH (see there)
+envvars:
+    "PATH",
+
+
 # config validation (run config and every scale file) happens first, in common.smk
 include: "workflow/rules/common.smk"
 include: "workflow/rules/wd_plasticity.smk"

@@ -169,16 +169,16 @@ def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
         loss = lm_loss(model, batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        if cfg.grad_clip > 0:
-            gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
-        else:
-            gnorm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params if p.grad is not None])))
+        # the pre-clip global norm stays a tensor: reading it (a device sync) only when logged
+        gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip > 0 else None
         opt.step()
         done = step + 1
         last = done == cfg.steps
         if done % cfg.log_every == 0 or last:
+            if gnorm is None:
+                gnorm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
             loss_value = loss.item()
-            rows.append({"step": done, "loss": loss_value, "lr": lr, "grad_norm": gnorm})
+            rows.append({"step": done, "loss": loss_value, "lr": lr, "grad_norm": float(gnorm)})
             bar.set_postfix(loss=f"{loss_value:.4f}")
         if eval_fn is not None and ((cfg.eval_every and done % cfg.eval_every == 0) or last):
             rows.append({"step": done, **eval_fn()})

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from methods.core import cli
 from methods.core.config import from_json
-from methods.core.results import write_json, write_metrics
+from methods.core.results import InputError, write_json, write_metrics
 
 
 def _data(a):
@@ -37,7 +37,7 @@ def _finetune(a):
 
     cli.set_threads(a.threads)
     cfg = from_json(FinetuneConfig, a.config, "finetune")
-    m = finetune(cfg, a.base, a.task_dir, a.lr, a.seed, a.out)
+    m = finetune(cfg, a.base, a.task_dir, a.seed, a.out)
     write_json(a.metrics, m)
 
 
@@ -55,19 +55,13 @@ def _evaluate(a):
 
     cli.set_threads(a.threads)
     cfg = from_json(EvalConfig, a.config, "eval")
-    ft: dict[str, list] = {}
-    for d, m in zip(a.ft_dirs, a.ft_metrics, strict=True):
-        ft.setdefault(_task_of(m), []).append((Path(d), Path(m)))
+    if len(a.ft_dirs) != len(a.ft_metrics) or len(a.ft_dirs) != len(a.tasks):
+        raise InputError("evaluate: --tasks, --ft-dirs and --ft-metrics must have the same length")
+    ft = {t: (Path(d), Path(m)) for t, d, m in zip(a.tasks, a.ft_dirs, a.ft_metrics)}
     t0 = time.perf_counter()
     res = evaluate_base(cfg, a.base, ft, a.tasks_dir)
     write_metrics(a.out, {"weight_decay": a.weight_decay, "seed": a.seed, **res}, a.config, a.seed,
                   time.perf_counter() - t0)
-
-
-def _task_of(metrics_path: str) -> str:
-    from methods.core.results import read_json
-
-    return read_json(metrics_path)["task"]
 
 
 def _probes(a):
@@ -135,19 +129,19 @@ def build_parser():
     s.add_argument("--weight-decay", type=float, required=True)
     s.add_argument("--seed", type=int, required=True)
     s.add_argument("--threads", type=int, default=1)
-    s = step("finetune", _finetune, "SFT one base on one task at one LR")
+    s = step("finetune", _finetune, "SFT one base on one task over the LR grid; keep the dev-best")
     for k in ("base", "task-dir", "out", "metrics"):
         s.add_argument(f"--{k}", required=True)
-    s.add_argument("--lr", type=float, required=True)
     s.add_argument("--seed", type=int, required=True)
     s.add_argument("--threads", type=int, default=1)
     s = step("export-tasks", _export_tasks, "write the lm-eval task YAMLs")
     s.add_argument("--data", required=True)
     s.add_argument("--tasks", nargs="+", required=True)
     s.add_argument("--out", required=True)
-    s = step("evaluate", _evaluate, "select LRs on dev; lm-eval the base and fine-tuned models")
+    s = step("evaluate", _evaluate, "lm-eval the base and its fine-tuned models on test")
     for k in ("base", "tasks-dir", "out"):
         s.add_argument(f"--{k}", required=True)
+    s.add_argument("--tasks", nargs="+", required=True)
     s.add_argument("--ft-dirs", nargs="+", required=True)
     s.add_argument("--ft-metrics", nargs="+", required=True)
     s.add_argument("--weight-decay", type=float, required=True)

@@ -1,5 +1,5 @@
-"""Downstream evaluation of one base: pick each task's fine-tuning LR on dev, then evaluate the
-base and the chosen fine-tuned models on the test split through lm-eval.
+"""Downstream evaluation of one base: the base and its fine-tuned models (one per task, LR
+chosen on dev by `finetune`) on the test split, through lm-eval.
 
 Per task, lm-eval runs two of our exported tasks: `<prefix>_<task>_ll` (loglikelihood of the
 answer: answer NLL = log perplexity, and whether the answer is the greedy continuation) and
@@ -40,14 +40,6 @@ def export_tasks(data_dir: str | Path, tasks: list[str], out_dir: str | Path, ma
     return paths
 
 
-def select_lr(runs: list[dict]) -> dict:
-    """The run with the lowest dev answer NLL (ties: the smaller LR)."""
-    ok = [r for r in runs if math.isfinite(r["dev_answer_nll"])]
-    if not ok:
-        raise InputError(f"every fine-tuning run of task {runs[0]['task']} diverged")
-    return min(ok, key=lambda r: (r["dev_answer_nll"], r["lr"]))
-
-
 def scores(results: dict, task: str) -> dict:
     ll, gen = task_names(task)
     return {"answer_nll": math.log(metric(results, ll, "perplexity")),
@@ -55,22 +47,24 @@ def scores(results: dict, task: str) -> dict:
             "exact_match": metric(results, gen, "exact_match")}
 
 
-def evaluate_base(cfg: EvalConfig, base_dir: str | Path, ft: dict[str, list[tuple[Path, Path]]],
+def evaluate_base(cfg: EvalConfig, base_dir: str | Path, ft: dict[str, tuple[Path, Path]],
                   tasks_dir: str | Path) -> dict:
-    """`ft` maps task → [(model_dir, metrics_json), ...] over the LR grid."""
+    """`ft` maps task → (fine-tuned model dir, its fine-tuning metrics JSON)."""
     all_tasks = [n for t in ft for n in task_names(t)]
     model, tok = load_model(base_dir)
     base_res = run_lm_eval(model, tok, all_tasks, tasks_dir, cfg.batch_size, limit=cfg.limit)
     out = {"tasks": {}, "lm_eval_s": base_res["lm_eval_s"]}
-    for task, runs in sorted(ft.items()):
-        metas = [{**read_json(m), "dir": str(d)} for d, m in runs]
-        best = select_lr(metas)
-        model, tok = load_model(best["dir"])
+    for task, (model_dir, metrics) in sorted(ft.items()):
+        meta = read_json(metrics)
+        if meta["task"] != task:
+            raise InputError(f"{metrics} is for task {meta['task']!r}, not {task!r}")
+        model, tok = load_model(model_dir)
         res = run_lm_eval(model, tok, list(task_names(task)), tasks_dir, cfg.batch_size, limit=cfg.limit)
         out["lm_eval_s"] += res["lm_eval_s"]
         base, tuned = scores(base_res, task), scores(res, task)
         out["tasks"][task] = {
-            "selected_lr": best["lr"], "dev_answer_nll_by_lr": {f"{m['lr']:g}": m["dev_answer_nll"] for m in metas},
+            "selected_lr": meta["selected_lr"],
+            "dev_answer_nll_by_lr": {f"{r['lr']:g}": r["dev_answer_nll"] for r in meta["runs"]},
             "base": base, "finetuned": tuned,
             "gain": {k: tuned[k] - base[k] for k in tuned},
             "n_test": res["n_samples"].get(task_names(task)[0], {}).get("effective"),

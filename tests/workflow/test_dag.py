@@ -14,7 +14,7 @@ def test_dry_run_every_scale(scale, n_pretrain, tmp_path):
     # λ grid × seeds bases; one fine-tune per base × task × LR; one claims + report per scale
     assert counts["wdp_pretrain"] == n_pretrain
     assert counts["wdp_probes"] == counts["wdp_evaluate"] == n_pretrain
-    assert counts["wdp_finetune"] == n_pretrain * 2 * 2
+    assert counts["wdp_finetune"] == n_pretrain * 2  # one per base × task (the LR grid runs inside)
     assert counts["claims"] == counts["report"] == counts["all"] == 1
 
 

@@ -123,10 +123,11 @@ def wdp_runs(scale):
 
 
 def wdp_ft(wc, kind):
-    """The fine-tuned model dirs (kind="model") or metrics (kind="metrics") of one base."""
+    """The fine-tuned model dirs (kind="model") or metrics (kind="metrics") of one base, in
+    the order of `wdp_tasks`."""
     base = f"{RESULTS}/{wc.scale}/wd_plasticity/ft/wd{wc.wd}_s{wc.seed}"
     ext = "" if kind == "model" else ".json"
-    return [f"{base}/{t}_lr{fmt(lr)}{ext}" for t in wdp_tasks(wc.scale) for lr in wdp(wc.scale, "finetune", "lrs")]
+    return [f"{base}/{t}{ext}" for t in wdp_tasks(wc.scale)]
 
 
 def wdp_all(scale, what):

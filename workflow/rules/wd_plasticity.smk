@@ -6,7 +6,6 @@ WDP = f"{RESULTS}/{{scale}}/wd_plasticity"
 
 wildcard_constraints:
     wd=r"[0-9.]+(e-?[0-9]+)?",
-    lr=r"[0-9.]+(e-?[0-9]+)?",
     task=r"[A-Za-z][A-Za-z0-9]*",
 
 
@@ -91,18 +90,18 @@ rule wdp_pretrain:
 
 
 rule wdp_finetune:
-    """SFT of one base on one task at one learning rate (λ_ft fixed)."""
+    """SFT of one base on one task over the LR grid (λ_ft fixed); keeps the dev-best run."""
     input:
         base=f"{WDP}/base/wd{{wd}}_s{{seed}}",
         data=f"{WDP}/data",
         code=code("wd_plasticity", "finetune", "core.train", "core.models", "core.data", "core.evaluate"),
     output:
-        model=directory(f"{WDP}/ft/wd{{wd}}_s{{seed}}/{{task}}_lr{{lr}}"),
-        metrics=f"{WDP}/ft/wd{{wd}}_s{{seed}}/{{task}}_lr{{lr}}.json",
+        model=directory(f"{WDP}/ft/wd{{wd}}_s{{seed}}/{{task}}"),
+        metrics=f"{WDP}/ft/wd{{wd}}_s{{seed}}/{{task}}.json",
     log:
-        f"{WDP}/logs/finetune/wd{{wd}}_s{{seed}}_{{task}}_lr{{lr}}.log",
+        f"{WDP}/logs/finetune/wd{{wd}}_s{{seed}}_{{task}}.log",
     benchmark:
-        f"{WDP}/benchmarks/wdp_finetune__wd{{wd}}_s{{seed}}_{{task}}_lr{{lr}}.tsv"
+        f"{WDP}/benchmarks/wdp_finetune__wd{{wd}}_s{{seed}}_{{task}}.tsv"
     params:
         cfg=lambda wc: as_json(wdp(wc.scale, "finetune")),
     threads: 1
@@ -113,9 +112,9 @@ rule wdp_finetune:
         runtime=res("runtime"),
         gpu=res("gpu"),
     shell:
-        "python -m methods.wd_plasticity finetune --config {params.cfg:q} --base {input.base} --task-dir {input.data}/tasks/{wildcards.task} "
-        "--lr {wildcards.lr} --seed {wildcards.seed} --out {output.model} --metrics {output.metrics} "
-        "--threads {threads} > {log} 2>&1"
+        "python -m methods.wd_plasticity finetune --config {params.cfg:q} --base {input.base} "
+        "--task-dir {input.data}/tasks/{wildcards.task} --seed {wildcards.seed} "
+        "--out {output.model} --metrics {output.metrics} --threads {threads} > {log} 2>&1"
 
 
 rule wdp_lm_eval_tasks:
@@ -144,7 +143,7 @@ rule wdp_lm_eval_tasks:
 
 
 rule wdp_evaluate:
-    """Pick each task's LR on dev; lm-eval the base and the chosen fine-tuned models on test."""
+    """lm-eval the base and its fine-tuned models (one per task) on the test split."""
     input:
         base=f"{WDP}/base/wd{{wd}}_s{{seed}}",
         tasks=f"{WDP}/lm_eval_tasks",
@@ -159,6 +158,7 @@ rule wdp_evaluate:
         f"{WDP}/benchmarks/wdp_evaluate__wd{{wd}}_s{{seed}}.tsv"
     params:
         cfg=lambda wc: as_json(wdp(wc.scale, "eval")),
+        tasks=lambda wc: " ".join(wdp_tasks(wc.scale)),
     threads: 1
     conda:
         conda_env
@@ -168,6 +168,7 @@ rule wdp_evaluate:
         gpu=res("gpu"),
     shell:
         "python -m methods.wd_plasticity evaluate --config {params.cfg:q} --base {input.base} --tasks-dir {input.tasks} "
+        "--tasks {params.tasks} "
         "--ft-dirs {input.ft} --ft-metrics {input.ft_metrics} --weight-decay {wildcards.wd} "
         "--seed {wildcards.seed} --out {output} --threads {threads} > {log} 2>&1"
 
