@@ -7,7 +7,6 @@ lm-eval scores is exactly the prompt and the continuation exactly the answer.
 """
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
@@ -97,13 +96,3 @@ def answer_nll(model, tokenizer, records: list[dict], batch_size: int = 64) -> f
             nll = F.cross_entropy(logits.transpose(1, 2), b["labels"], ignore_index=-100, reduction="none")
             total += float(nll.sum())
     return total / len(records)
-
-
-def perplexity_from_nll(nll: float) -> float:
-    return math.exp(nll)
-
-
-def exact_match(predictions: list[str], references: list[str]) -> float:
-    if len(predictions) != len(references):
-        raise ValueError("predictions and references differ in length")
-    return sum(p.strip() == r.strip() for p, r in zip(predictions, references)) / max(1, len(references))

@@ -9,7 +9,7 @@ blocks register their config/model classes with the Auto classes through `regist
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from .results import InputError, atomic_path
@@ -91,7 +91,3 @@ def load_model(path: str | Path, dtype=None, attn_implementation: str | None = N
         raise InputError(f"cannot load model {path}: {str(e).splitlines()[0]}") from None
     model.eval()
     return model, tokenizer
-
-
-def model_config_dict(cfg: ModelConfig) -> dict:
-    return asdict(cfg)

@@ -1,8 +1,9 @@
 """Tokenizer training with the `tokenizers` library, saved in HF format.
 
-Two kinds: `char` (one token per character: the tiny worlds use a ~45-symbol alphabet, so a
-model sees every character and exact-match answers are not blurred by merges) and `bpe`
-(byte-level BPE, for corpora with an open vocabulary). Both save a `PreTrainedTokenizerFast`
+Two kinds: `char` (one token per character, the vocabulary being the corpus's sorted alphabet:
+the tiny worlds use a ~45-symbol alphabet, so a model sees every character and exact-match
+answers are not blurred by merges) and `bpe` (byte-level BPE trained with `BpeTrainer`, for
+corpora with an open vocabulary). Both save a `PreTrainedTokenizerFast`
 that `AutoTokenizer.from_pretrained` and lm-eval's `hf` model load.
 """
 from __future__ import annotations
@@ -20,12 +21,17 @@ def train_tokenizer(texts: Iterable[str], kind: str = "char", vocab_size: int = 
     from transformers import PreTrainedTokenizerFast
 
     if kind == "char":
-        tok = Tokenizer(models.WordLevel(unk_token=UNK))
+        # the vocabulary is the sorted alphabet: ids must not depend on frequency ties, whose
+        # order is not guaranteed across processes
+        alphabet = sorted({c for text in texts for c in text})
+        vocab = {t: i for i, t in enumerate(SPECIALS + alphabet)}
+        tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
         # every character, newline included, is its own "word"
         tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
         tok.decoder = decoders.Fuse()
-        trainer = trainers.WordLevelTrainer(special_tokens=SPECIALS, min_frequency=1)
-    elif kind == "bpe":
+        return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=EOS,
+                                       unk_token=UNK, padding_side="right")
+    if kind == "bpe":
         if vocab_size <= len(SPECIALS) + 256:
             raise ValueError(f"bpe vocab_size must exceed {len(SPECIALS) + 256}, got {vocab_size}")
         tok = Tokenizer(models.BPE(unk_token=None))

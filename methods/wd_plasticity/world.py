@@ -65,14 +65,17 @@ def make_people(cfg: WorldConfig) -> list[dict]:
     if cfg.n_cities > len(CITIES) or cfg.n_colours > len(COLOURS):
         raise InputError(f"world: at most {len(CITIES)} cities and {len(COLOURS)} colours")
     rng = random.Random(cfg.seed)
-    names: set[str] = set()
+    # a list, not a set: set order depends on PYTHONHASHSEED, so the world would differ by process
+    names: list[str] = []
     while len(names) < cfg.n_people:
         # consonant-vowel names ("kovar"): pronounceable, and disjoint from the vocab of cities
         c, v = "bdfghklmnprstvz", "aeiou"
-        names.add("".join(rng.choice(c if i % 2 == 0 else v) for i in range(5)))
+        name = "".join(rng.choice(c if i % 2 == 0 else v) for i in range(5))
+        if name not in names:
+            names.append(name)
     return [{"name": n, "city": rng.choice(CITIES[: cfg.n_cities]),
              "colour": rng.choice(COLOURS[: cfg.n_colours]), "year": str(rng.randint(1900, 1999))}
-            for n in sorted(names, key=lambda s: rng.random())]
+            for n in names]
 
 
 def biography(rng: random.Random, person: dict) -> str:

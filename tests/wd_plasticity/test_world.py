@@ -1,6 +1,7 @@
 """The generated world: determinism, the card's mix and coverage, and leak-free task splits."""
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +115,33 @@ def test_hub_source_path_loads_saved_datasets(tmp_path):
     assert val.startswith("doc 0 ") and "doc 1 " not in train.splitlines()[0]
     assert 3000 <= len(val) + len(train) <= 3000 + 500 + 2 * 142
     assert _rows(tmp_path / "data" / "tasks" / "qa" / "dev.jsonl")[2] == {"prompt": "validation 2?", "answer": "2"}
+
+
+def test_same_world_in_processes_with_different_hash_seeds(tmp_path):
+    """The DAG's steps run in separate processes: the world and the tokenizer must not depend on
+    Python's per-process hash randomisation (set/dict order of strings)."""
+    import os
+    import subprocess
+    import sys
+
+    cfg = json.dumps({"n_people": 60, "corpus_chars": 20000, "val_chars": 2000,
+                      "tasks": {"T1": {}, "T2": {"n_train": 50, "n_dev": 10, "n_test": 10}}})
+    digests = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"w{seed}"
+        code = (
+            "import json, sys, hashlib\n"
+            "from methods.core.config import from_json\n"
+            "from methods.core.tokenizer import train_tokenizer\n"
+            "from methods.wd_plasticity.world import WorldConfig, build\n"
+            f"build(from_json(WorldConfig, {cfg!r}), {str(out)!r})\n"
+            f"tok = train_tokenizer([open({str(out / 'pretrain.txt')!r}).read()])\n"
+            "print(json.dumps(tok.get_vocab(), sort_keys=True))\n"
+        )
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parents[2], timeout=120)
+        assert res.returncode == 0, res.stderr
+        files = sorted(p for p in out.rglob("*") if p.is_file())
+        digests.append(([f.relative_to(out) for f in files], [f.read_bytes() for f in files], res.stdout))
+    assert digests[0] == digests[1]
