@@ -102,9 +102,8 @@ RESOURCES = {
 }
 
 
-def res(key, cpu_only=False):
-    if key == "gpu" and cpu_only:
-        return lambda wc: 0
+def res(key):
+    """A rule's resource as a function of the job's scale."""
     return lambda wc: RESOURCES[wc.scale][key]
 
 
