@@ -30,7 +30,7 @@ reproduce: install
 
 # make test: the whole suite, SLURM included (starts a single-node cluster; needs root).
 test: install slurm-up
-	REQUIRE_SLURM=1 $(PY) -m pytest
+	REQUIRE_SLURM=1 $(PY) -m pytest --durations=10
 
 test-fast: install
 	$(PY) -m pytest -m "not slurm and not workflow"
