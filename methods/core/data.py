@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from .results import InputError, read_jsonl
 
@@ -184,5 +184,3 @@ class PromptAnswerBatches:
         n = len(self.items) if max_batches is None else min(len(self.items), max_batches * batch_size)
         return [self.collate(list(range(b, min(b + batch_size, n)))) for b in range(0, n, batch_size)]
 
-
-BatchFn = Callable[[int], dict]
