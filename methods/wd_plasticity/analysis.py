@@ -74,7 +74,7 @@ def claim_metrics(df: pd.DataFrame, cfg: AnalysisConfig) -> dict:
         out["w1_spearman_rho"] = float(rho)
         best = means["ft_answer_nll"].idxmin()
         out["notes"]["w1_rel_improvement"] = (
-            f"fine-tuned answer NLL (nats/answer, task mean, seed mean) by λ: "
+            "fine-tuned answer NLL (nats/answer, task mean, seed mean) by λ: "
             + ", ".join(f"{w:g}: {v:.4f}" for w, v in means["ft_answer_nll"].items())
             + f"; best λ = {best:g}; 95% bootstrap CI over seeds [{lo:.3f}, {hi:.3f}]; "
             f"Spearman ρ(λ, NLL) over λ ∈ {cfg.monotone_wds}, all seeds: {rho:.2f}")
