@@ -15,6 +15,8 @@ envvars:
 # config validation (run config and every scale file) happens first, in common.smk
 include: "workflow/rules/common.smk"
 include: "workflow/rules/wd_plasticity.smk"
+include: "workflow/rules/siamesenorm.smk"
+include: "workflow/rules/dag_moe.smk"
 include: "workflow/rules/report.smk"
 
 

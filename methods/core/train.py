@@ -135,17 +135,24 @@ def _load_checkpoint(path: Path, model, opt) -> tuple[int, list[dict]]:
 
 def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
           eval_fn: Callable[[], dict] | None = None, ckpt_path: str | Path | None = None,
-          log_path: str | Path | None = None, desc: str = "train") -> list[dict]:
+          log_path: str | Path | None = None, desc: str = "train",
+          loss_fn: Callable | None = None,
+          grad_probe: Callable[[int], dict | None] | None = None) -> list[dict]:
     """Train `model` in place for cfg.steps updates; return the metric rows.
 
     `batch_fn(step)` returns the batch for update `step`; `eval_fn()` returns a dict of metrics
-    (e.g. {"val_loss": ...}). With `ckpt_path`, an existing checkpoint is resumed and a new one
-    written every `ckpt_every` steps; the file is removed after the final step. Metric rows hold
-    no wall-clock values, so a resumed run's rows equal an uninterrupted run's.
+    (e.g. {"val_loss": ...}). `loss_fn(model, batch)` is the objective (default `lm_loss`; an
+    MoE adds its auxiliary loss there). `grad_probe(done)` runs after backward and before
+    clipping, with `done` the 1-based index of the update; a dict it returns becomes a row
+    {"step": done, **dict} (e.g. per-layer gradient norms). With `ckpt_path`, an existing
+    checkpoint is resumed and a new one written every `ckpt_every` steps; the file is removed
+    after the final step. Metric rows hold no wall-clock values, so a resumed run's rows equal
+    an uninterrupted run's.
     """
     import torch
     from tqdm import tqdm
 
+    loss_fn = loss_fn or lm_loss
     opt = make_optimizer(model, cfg)
     ckpt = Path(ckpt_path) if ckpt_path else None
     start, rows = 0, []
@@ -166,9 +173,10 @@ def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
         lr = cfg.lr * lr_factor(step, cfg)
         for g in opt.param_groups:
             g["lr"] = lr
-        loss = lm_loss(model, batch)
+        loss = loss_fn(model, batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        probe = grad_probe(step + 1) if grad_probe is not None else None
         # the pre-clip global norm stays a tensor: reading it (a device sync) only when logged
         gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip > 0 else None
         opt.step()
@@ -180,6 +188,8 @@ def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
             loss_value = loss.item()
             rows.append({"step": done, "loss": loss_value, "lr": lr, "grad_norm": float(gnorm)})
             bar.set_postfix(loss=f"{loss_value:.4f}")
+        if probe:
+            rows.append({"step": done, **probe})
         if eval_fn is not None and ((cfg.eval_every and done % cfg.eval_every == 0) or last):
             rows.append({"step": done, **eval_fn()})
         if ckpt is not None and cfg.ckpt_every and done % cfg.ckpt_every == 0 and not last:

@@ -56,9 +56,6 @@ class StructureGenerator(nn.Module):
         nn.init.normal_(self.proj.weight, std=weight_init_std) if weight_init_std > 0 \
             else nn.init.zeros_(self.proj.weight)
         nn.init.constant_(self.proj.bias, edge_bias_init)
-        rows, cols = torch.triu_indices(k, k, offset=1)  # (j, k) pairs with j < k, row-major
-        self.register_buffer("rows", rows, persistent=False)
-        self.register_buffer("cols", cols, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         T = x.shape[0]
@@ -66,7 +63,10 @@ class StructureGenerator(nn.Module):
         if self.edge_mode == "hard_st":
             a = (a > 0.5).to(a.dtype) + (a - a.detach())  # exact 0/1 forward
         A = a.new_zeros(T, self.k, self.k)
-        A[:, self.rows, self.cols] = a  # card (A): only j<k entries are ever non-zero
+        # (j, k) pairs with j < k, row-major; built per call, not a buffer: a non-persistent
+        # buffer is left uninitialised when transformers loads a checkpoint on the meta device
+        rows, cols = torch.triu_indices(self.k, self.k, offset=1, device=x.device)
+        A[:, rows, cols] = a  # card (A): only j<k entries are ever non-zero
         return A
 
 

@@ -2,8 +2,9 @@
 import re
 
 import pytest
+import yaml
 
-from .conftest import copy_scales, job_counts, snakemake
+from .conftest import ROOT, copy_scales, job_counts, snakemake
 
 
 @pytest.mark.parametrize("scale,n_pretrain", [("smoke", 4), ("tiny", 12), ("paper", 6)])
@@ -15,7 +16,9 @@ def test_dry_run_every_scale(scale, n_pretrain, tmp_path):
     assert counts["wdp_pretrain"] == n_pretrain
     assert counts["wdp_probes"] == counts["wdp_evaluate"] == n_pretrain
     assert counts["wdp_finetune"] == n_pretrain * 2  # one per base × task (the LR grid runs inside)
-    assert counts["claims"] == counts["report"] == counts["all"] == 1
+    papers = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["papers"]
+    assert counts["claims"] == len(papers)  # one claims table per enabled paper
+    assert counts["report"] == counts["all"] == 1
 
 
 def test_lint_is_clean():
@@ -40,7 +43,8 @@ def test_bad_run_config_fails_before_any_job(override, key, tmp_path):
     (("steps: 60,", "steps: many,"), "'wd_plasticity.pretrain.train.steps': 'many' is not of type 'integer'"),
     (("eval_batches: 2", "eval_batchez: 2"), "'eval_batchez' was unexpected"),
     (("lrs: [1.0e-3, 3.0e-3]", "lrs: []"), "'wd_plasticity.finetune.lrs'"),
-    (("optimizer: adamw", "optimizer: lion"), "'wd_plasticity.pretrain.train.optimizer'"),
+    (("steps: 60, batch_size: 16, lr: 3.0e-3, optimizer: adamw", "steps: 60, batch_size: 16, lr: 3.0e-3, optimizer: lion"),
+     "'wd_plasticity.pretrain.train.optimizer'"),
 ])
 def test_bad_scale_file_names_the_key(edit, key, tmp_path):
     scales = copy_scales(tmp_path / "scales")

@@ -107,6 +107,24 @@ def res(key):
     return lambda wc: RESOURCES[wc.scale][key]
 
 
+# ---- siamesenorm (workflow/rules/siamesenorm.smk) ----
+def sn(scale, *keys):
+    return hp(scale, "siamesenorm", *keys)
+
+
+def sn_runs(scale):
+    """Every (scheme, lr, seed) run directory of the sweep."""
+    return [f"{RESULTS}/{scale}/siamesenorm/runs/{s}_lr{fmt(lr)}_s{seed}"
+            for s in sn(scale, "schemes") for lr in sn(scale, "lrs") for seed in sn(scale, "seeds")]
+
+
+def sn_steptime_cfg(scale):
+    """The step-time section plus the sweep's model, batch shape and schemes."""
+    run = sn(scale, "run")
+    return {**sn(scale, "steptime"), "model": run["model"], "schemes": sn(scale, "schemes"),
+            "batch_size": run["train"]["batch_size"], "seq_len": run["seq_len"]}
+
+
 # ---- wd_plasticity (workflow/rules/wd_plasticity.smk) ----
 def wdp(scale, *keys):
     return hp(scale, "wd_plasticity", *keys)
@@ -136,3 +154,25 @@ def wdp_all(scale, what):
         "eval": f"{RESULTS}/{scale}/wd_plasticity/eval/wd{{}}_s{{}}.json",
     }[what]
     return [pattern.format(w, s) for w, s in wdp_runs(scale)]
+
+
+# ---- dag_moe (workflow/rules/dag_moe.smk) ----
+def dm(scale, *keys):
+    return hp(scale, "dag_moe", *keys)
+
+
+def dm_archs(scale):
+    return sorted(dm(scale, "archs"))
+
+
+def dm_step_cfg(scale, section):
+    """The `lm` or `compose` section plus the MoE knobs every architecture shares."""
+    return {**dm(scale, section), "moe": dm(scale, "moe")}
+
+
+def dm_runs(scale, what, first_seed_only=False):
+    """Every (arch, seed) LM run's model dir (what="model") or metrics (what="metrics"),
+    archs sorted; with first_seed_only, one run per arch (the timing step's models)."""
+    seeds = dm(scale, "seeds")[:1] if first_seed_only else dm(scale, "seeds")
+    ext = "" if what == "model" else ".json"
+    return [f"{RESULTS}/{scale}/dag_moe/runs/{a}/s{s}{ext}" for a in dm_archs(scale) for s in seeds]

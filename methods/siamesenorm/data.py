@@ -1,0 +1,126 @@
+"""The corpus of the SiameseNorm study (card §5): arithmetic lines and PCFG sentences, a
+char-level tokenizer, and held-out arithmetic prompts for exact match through lm-eval.
+
+Arithmetic lines are "{a}+{b}={a+b}", "{a}-{b}={a-b}" (a, b < max_operand) and
+"{a}*{d}={a*d}" (d < max_digit), one per line; the other half of the characters are PCFG
+sentences. The held-out prompts are problems that never occur in the training or validation
+text (checked problem by problem), so exact match measures computing, not recall.
+
+At paper scale `source` is a hub corpus (streamed, `text_field`) and `tokenizer` a hub id;
+the held-out arithmetic set is then lm-eval's own `arithmetic` group (see the scale config).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from methods.core.data import iter_texts, pcfg_sentence
+from methods.core.results import InputError, atomic_path, write_jsonl
+
+OPS = ("+", "-", "*")
+
+
+@dataclass
+class DataConfig:
+    source: str = "generated"       # "generated" or a hub id / local corpus (paper scale)
+    text_field: str = "text"
+    tokenizer: str = "char"         # "char" (trained here) or a hub tokenizer id
+    train_chars: int = 2_000_000
+    val_chars: int = 100_000
+    arith_fraction: float = 0.5     # share of characters in arithmetic lines (card §5: 50%)
+    max_operand: int = 1000         # a, b < 1000 (card §5)
+    max_digit: int = 10             # d < 10 for products (card §5)
+    n_arith_eval: int = 500         # held-out exact-match prompts (card §5)
+    seed: int = 0
+
+    def __post_init__(self):
+        if not 0 <= self.arith_fraction <= 1:
+            raise InputError(f"config key 'arith_fraction' must be in [0, 1], got {self.arith_fraction}")
+        for key in ("train_chars", "val_chars", "max_operand", "max_digit"):
+            if getattr(self, key) < 1:
+                raise InputError(f"config key '{key}' must be positive, got {getattr(self, key)}")
+        space = 2 * self.max_operand ** 2 + self.max_operand * self.max_digit
+        if self.n_arith_eval * 2 > space:
+            raise InputError(f"config key 'n_arith_eval': {self.n_arith_eval} held-out problems leave "
+                             f"too few of the {space} possible ones for training")
+
+
+def problem(rng: random.Random, cfg: DataConfig) -> tuple[int, str, int]:
+    op = rng.choice(OPS)
+    a = rng.randrange(cfg.max_operand)
+    b = rng.randrange(cfg.max_digit if op == "*" else cfg.max_operand)
+    return a, op, b
+
+
+def solve(a: int, op: str, b: int) -> int:
+    return {"+": a + b, "-": a - b, "*": a * b}[op]
+
+
+def prompt(a: int, op: str, b: int) -> str:
+    return f"{a}{op}{b}="
+
+
+def corpus(rng: random.Random, n_chars: int, cfg: DataConfig, exclude: set) -> str:
+    """Lines until `n_chars`: an arithmetic line with probability such that about
+    `arith_fraction` of the characters are arithmetic (lines differ in length), else a
+    PCFG sentence. Problems in `exclude` are redrawn."""
+    # mean lengths: arithmetic ~ 12 chars, a PCFG sentence ~ 30; pick lines by char share
+    out, n, arith = [], 0, 0
+    while n < n_chars:
+        if arith <= cfg.arith_fraction * max(1, n) and cfg.arith_fraction > 0:
+            p = problem(rng, cfg)
+            while p in exclude:
+                p = problem(rng, cfg)
+            line = f"{prompt(*p)}{solve(*p)}"
+            arith += len(line) + 1
+        else:
+            line = pcfg_sentence(rng)
+        out.append(line)
+        n += len(line) + 1
+    return "\n".join(out) + "\n"
+
+
+def held_out_problems(rng: random.Random, cfg: DataConfig) -> list[tuple[int, str, int]]:
+    seen, out = set(), []
+    while len(out) < cfg.n_arith_eval:
+        p = problem(rng, cfg)
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def build(cfg: DataConfig, out_dir: str | Path) -> dict:
+    """Write train.txt, val.txt, their token ids ({train,val}_ids.npy), arith_eval.jsonl and
+    tokenizer/ into `out_dir` (atomically)."""
+    from methods.core.tokenizer import load_tokenizer, train_tokenizer
+
+    rng = random.Random(cfg.seed)
+    with atomic_path(out_dir, is_dir=True) as tmp:
+        if cfg.source == "generated":
+            evals = held_out_problems(rng, cfg)
+            exclude = set(evals)
+            train = corpus(rng, cfg.train_chars, cfg, exclude)
+            val = corpus(rng, cfg.val_chars, cfg, exclude)
+            write_jsonl(tmp / "arith_eval.jsonl",
+                        [{"prompt": prompt(*p), "answer": str(solve(*p)), "op": p[1]} for p in evals])
+        else:
+            texts = list(iter_texts(cfg.source, cfg.text_field, cfg.train_chars + cfg.val_chars))
+            if not texts:
+                raise InputError(f"corpus {cfg.source!r} is empty")
+            joined = "\n".join(texts)
+            train, val = joined[: cfg.train_chars], joined[cfg.train_chars:]
+            if not val:
+                raise InputError(f"corpus {cfg.source!r} has fewer than train_chars={cfg.train_chars} characters")
+        (tmp / "train.txt").write_text(train)
+        (tmp / "val.txt").write_text(val)
+        tok = train_tokenizer([train, val], "char") if cfg.tokenizer == "char" else load_tokenizer(cfg.tokenizer)
+        tok.save_pretrained(tmp / "tokenizer")
+        # tokenised once here rather than in each of the sweep's runs
+        for name, text in (("train", train), ("val", val)):
+            np.save(tmp / f"{name}_ids.npy", np.asarray(tok(text, add_special_tokens=False)["input_ids"], dtype=np.int32))
+        sizes = {"train_chars": len(train), "val_chars": len(val), "vocab": len(tok)}
+    return sizes

@@ -1,0 +1,107 @@
+"""One training run of the sweep (card §5 step 2): a norm scheme at a peak learning rate and
+a seed, with the shared trainer; the validation loss before and after, the divergence flag
+(card §5 step 3) and per-layer gradient norms at a fixed step (step 4, C5).
+
+Everything but (scheme, lr) is held fixed within a seed: the same init seed, the same batches
+in the same order, the same schedule.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from methods.core.data import TokenStream
+from methods.core.models import ModelConfig, save_model
+from methods.core.results import InputError, provenance
+from methods.core.tokenizer import load_tokenizer
+from methods.core.train import TrainConfig, evaluate_loss, train
+
+from .model import build_siamese_model
+
+
+@dataclass
+class RunConfig:
+    model: ModelConfig = field(default_factory=lambda: ModelConfig(d_model=64, n_layers=6, n_heads=4, d_ff=172))
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=400, batch_size=16, lr=1e-2))
+    seq_len: int = 64
+    eval_batches: int = 16          # validation windows: eval_batches × batch_size × seq_len tokens
+    grad_stats_step: int = 100      # card §5 step 4: per-layer gradient norms at this update
+    diverge_ratio: float = 0.9      # card §5: diverged = NaN, or final loss > ratio × initial loss
+    hybrid_attn_norm: bool = False  # card §3 B: the attn_norm flag of the hybrid_pre variant
+
+    def __post_init__(self):
+        if not 1 <= self.grad_stats_step <= self.train.steps:
+            raise InputError(f"config key 'grad_stats_step' must be in [1, train.steps={self.train.steps}], "
+                             f"got {self.grad_stats_step}")
+
+
+def layer_grad_norms(model) -> list[float]:
+    """‖∇θ_l‖₂ over all parameters of layer l (attention, FFN and the layer's norms), per l."""
+    import torch
+
+    out = []
+    for layer in model.model.layers:
+        sq = sum(float(p.grad.double().pow(2).sum()) for p in layer.parameters() if p.grad is not None)
+        out.append(math.sqrt(sq))
+    if not out:
+        raise InputError("model has no layers")
+    return out if torch.isfinite(torch.tensor(out)).all() else [float("nan")] * len(out)
+
+
+def is_diverged(initial: float, final: float, ratio: float) -> bool:
+    return not math.isfinite(final) or final > ratio * initial
+
+
+def train_run(cfg: RunConfig, scheme: str, lr: float, seed: int, data_dir: str | Path,
+              out_dir: str | Path, ckpt_path: str | Path) -> dict:
+    data_dir = Path(data_dir)
+    for f in ("train_ids.npy", "val_ids.npy", "tokenizer"):
+        if not (data_dir / f).exists():
+            raise InputError(f"missing input: {data_dir / f}")
+    tok = load_tokenizer(data_dir / "tokenizer")
+    try:
+        train_ids, val_ids = (np.load(data_dir / f"{n}_ids.npy", allow_pickle=False) for n in ("train", "val"))
+    except ValueError as e:
+        raise InputError(f"corrupt token file in {data_dir}: {e}") from None
+    train_stream = TokenStream(train_ids, cfg.seq_len)
+    val_stream = TokenStream(val_ids, cfg.seq_len)
+    val_batches = val_stream.sequential_batches(cfg.train.batch_size, cfg.eval_batches)
+    tcfg = replace(cfg.train, lr=lr, seed=seed)
+    model = build_siamese_model(cfg.model, tok, seed, scheme, cfg.hybrid_attn_norm)
+    initial = evaluate_loss(model, val_batches)
+
+    def grad_probe(done: int) -> dict | None:
+        if done != cfg.grad_stats_step:
+            return None
+        return {"layer_grad_norms": layer_grad_norms(model)}
+
+    log = Path(ckpt_path).with_suffix(".log.jsonl")
+    t0 = time.perf_counter()
+    rows = train(model, lambda s: train_stream.batch(s, tcfg.batch_size, seed), tcfg,
+                 eval_fn=lambda: {"val_loss": evaluate_loss(model, val_batches)}, ckpt_path=ckpt_path,
+                 log_path=log, desc=f"{scheme} lr={lr:g} seed={seed}", grad_probe=grad_probe)
+    wall = time.perf_counter() - t0
+    final = [r for r in rows if "val_loss" in r][-1]["val_loss"]
+    norms = next(r["layer_grad_norms"] for r in rows if "layer_grad_norms" in r)
+    summary = {
+        "scheme": model.config.norm_scheme, "lr": lr, "seed": seed, "steps": tcfg.steps,
+        "n_params": sum(p.numel() for p in model.parameters()),
+        "initial_val_loss": initial, "val_loss": final,
+        "val_ppl": math.exp(final) if math.isfinite(final) and final < 700 else float("inf"),
+        "diverged": is_diverged(initial, final, cfg.diverge_ratio),
+        "grad_stats_step": cfg.grad_stats_step, "layer_grad_norms": norms,
+        "grad_ratio_first_last": norms[0] / norms[-1] if norms[-1] > 0 else float("nan"),
+        "train_s": round(wall, 2), "wall_ms_per_step": round(1000 * wall / tcfg.steps, 2),  # eval included; timing is steptime's job
+        "config": {"model": asdict(cfg.model), "train": asdict(tcfg), "seq_len": cfg.seq_len},
+        "provenance": provenance(asdict(cfg), seed, wall),
+    }
+    save_model(model, tok, out_dir, extra_files={
+        "train_log.jsonl": log.read_text(),
+        "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
+    log.unlink()
+    return summary

@@ -1,0 +1,66 @@
+"""Training-step time of each norm scheme, measured side by side (card §5 C4).
+
+All schemes are built at the same size with the same batch and timed interleaved in one
+process: round r times one AdamW step (forward, backward, update) of every scheme in turn,
+so a slow moment of the machine hits every scheme alike. The result is the median over
+rounds per scheme and its ratio to Pre-Norm. `benchmarks/siamesenorm.py` calls the same
+function at larger widths.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+from methods.core.models import ModelConfig
+
+from .model import SiameseNormConfig, SiameseNormForCausalLM
+
+
+@dataclass
+class StepTimeConfig:
+    model: ModelConfig = field(default_factory=lambda: ModelConfig(d_model=64, n_layers=6, n_heads=4, d_ff=172))
+    schemes: list[str] = field(default_factory=lambda: ["pre", "post", "post_pre"])
+    batch_size: int = 16
+    seq_len: int = 64
+    vocab_size: int = 64
+    warmup: int = 3
+    rounds: int = 15
+    seed: int = 0
+
+
+def time_schemes(cfg: StepTimeConfig, device: str = "cpu") -> dict:
+    import torch
+
+    g = torch.Generator().manual_seed(cfg.seed)
+    x = torch.randint(0, cfg.vocab_size, (cfg.batch_size, cfg.seq_len), generator=g).to(device)
+    runs = {}
+    for s in cfg.schemes:
+        torch.manual_seed(cfg.seed)
+        m = cfg.model
+        model = SiameseNormForCausalLM(SiameseNormConfig(
+            vocab_size=cfg.vocab_size, hidden_size=m.d_model, intermediate_size=m.d_ff,
+            num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads, num_key_value_heads=m.n_kv_heads,
+            max_position_embeddings=max(m.max_seq_len, cfg.seq_len), norm_scheme=s)).to(device)
+        runs[s] = (model, torch.optim.AdamW(model.parameters(), lr=1e-4))
+
+    def step(model, opt):
+        loss = model(input_ids=x, labels=x).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if device != "cpu":
+            torch.cuda.synchronize()
+
+    times = {s: [] for s in cfg.schemes}
+    for r in range(cfg.warmup + cfg.rounds):
+        for s, (model, opt) in runs.items():
+            t0 = time.perf_counter()
+            step(model, opt)
+            if r >= cfg.warmup:
+                times[s].append(time.perf_counter() - t0)
+    ms = {s: 1000 * statistics.median(t) for s, t in times.items()}
+    base = ms.get("pre")
+    return {"ms_per_step": ms, "ratio_vs_pre": {s: v / base for s, v in ms.items()} if base else {},
+            "n_params": {s: sum(p.numel() for p in runs[s][0].parameters()) for s in cfg.schemes},
+            "tokens_per_step": cfg.batch_size * cfg.seq_len, "rounds": cfg.rounds}

@@ -1,0 +1,51 @@
+"""The DAG-MoE rules: job counts of the dry run per scale, and the claim metrics on hand-made
+runs (no training)."""
+import math
+
+import pytest
+
+from methods.dag_moe.analysis import baseline_of, claim_metrics
+from tests.workflow.conftest import job_counts, snakemake
+
+
+@pytest.mark.parametrize("scale,n_train,n_seeds", [("tiny", 8, 2), ("paper", 8, 2)])
+def test_dry_run_job_counts(tmp_path, scale, n_train, n_seeds):
+    out = snakemake(f"{tmp_path}/{scale}/dag_moe/claims.json", "-n", "--quiet", "rules",
+                    config={"results_dir": tmp_path, "scale": scale}, timeout=300)
+    counts = job_counts(out.stdout)
+    assert counts == {"dm_data": 1, "dm_train": n_train, "dm_compose": 2, "dm_timing": 1,
+                      "dm_aggregate": 1, "claims": 1}, out.stdout
+    assert n_train == 4 * n_seeds
+
+
+def _run(arch, seed, agg, n, k, ff, val, a12=None):
+    r = {"arch": arch, "seed": seed, "aggregation": agg, "n_experts": n, "k": k, "d_ff": ff,
+         "val_loss": val, "val_ppl": math.exp(val), "c1_acc": 0.5, "c1_loss": 1.0,
+         "c1_heldout_acc": 0.06, "c2_em": 0.1, "load_cv_mean": 0.1, "val_curve": [[10, val]],
+         "params": {"total": 1000 + (10 if agg == "dag" else 0), "active": 500 + (10 if agg == "dag" else 0)},
+         "flops_per_token": {"moe_layer": 2000 + (20 if agg == "dag" else 0), "model": 10000 + (40 if agg == "dag" else 0)}}
+    if a12 is not None:
+        r.update(edge_a12=a12, edge_mean=a12)
+    return r
+
+
+def test_claim_metrics_by_hand():
+    runs = [_run("moe_sum", 0, "sum", 8, 2, 128, 2.0), _run("moe_sum", 1, "sum", 8, 2, 128, 2.2),
+            _run("dag_moe", 0, "dag", 8, 2, 128, 1.9, [0.1, 0.3]),
+            _run("dag_moe", 1, "dag", 8, 2, 128, 2.0, [0.02, 0.1])]
+    comp = {"sum": {"runs": [{"seed": s, "acc": a, "loss": l, "step_ms": 1.0} for s, a, l in
+                             [(0, 0.5, 1.0), (1, 0.6, 1.2), (2, 0.7, 0.8)]]},
+            "dag": {"runs": [{"seed": s, "acc": a, "loss": l, "step_ms": 1.2, "edge_a12": [0.2]} for s, a, l in
+                             [(0, 0.6, 0.5), (1, 0.5, 0.9), (2, 0.8, 0.4)]]}}
+    timing = {"moe_sum": {"median_ms": 10.0}, "dag_moe": {"median_ms": 13.0}}
+    m = claim_metrics(runs, comp, timing)
+    assert baseline_of(runs, "dag_moe") == "moe_sum"
+    assert abs(m["d1_val_loss_delta"] - (1.95 - 2.1)) < 1e-12
+    assert abs(m["d1_rel_ppl_change"] - (math.exp(-0.15) - 1)) < 1e-12
+    assert abs(m["d2_loss_ratio"] - (1.8 / 3.0)) < 1e-12 and m["d2_acc_wins"] == 2
+    assert abs(m["d3_param_overhead_pct"] - 2.0) < 1e-12  # 10 / 500 active
+    assert abs(m["d3_flop_overhead_pct"] - 1.0) < 1e-12   # 20 / 2000
+    assert abs(m["d3_step_time_ratio"] - 1.3) < 1e-12
+    # D4: seed means per layer (0.06, 0.2); max over layers
+    assert abs(m["d4_max_layer_edge_a12"] - 0.2) < 1e-12
+    assert abs(m["heldout_pair_acc"] - 0.06) < 1e-12

@@ -1,0 +1,172 @@
+# DAG-MoE (arXiv 2606.01062): the C1/C2/C3 world, one mixture LM per (arch, seed) with its
+# evaluation, D2's 1-layer composition runs per aggregation (all seeds in one job), the
+# interleaved step-time measurement, aggregation and the figure; claims D1-D4 through the
+# generic `claims` rule (methods/dag_moe/).
+DM = f"{RESULTS}/{{scale}}/dag_moe"
+
+
+rule dm_data:
+    """The world (permutations of Z_17, held-out pairs, mixture weights) and the tokenizer;
+    at paper scale the hub tokenizer (the corpus is streamed by the train step)."""
+    input:
+        code=code("dag_moe", "data"),
+    output:
+        directory(f"{DM}/data"),
+    log:
+        f"{DM}/logs/data.log",
+    benchmark:
+        f"{DM}/benchmarks/dm_data.tsv"
+    params:
+        cfg=lambda wc: as_json(dm(wc.scale, "data")),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.dag_moe data --config {params.cfg:q} --out {output} > {log} 2>&1"
+
+
+rule dm_train:
+    """One mixture LM (arch, seed), evaluated at the end: val loss, C1/C2 probes, load CV, edges."""
+    input:
+        data=f"{DM}/data",
+        code=code("dag_moe", "run", "model", "aggregate", "data", "core.moe", "core.train",
+                  "core.models", "core.data", "core.tokenizer"),
+    output:
+        model=directory(f"{DM}/runs/{{arch}}/s{{seed}}"),
+        metrics=f"{DM}/runs/{{arch}}/s{{seed}}.json",
+    log:
+        f"{DM}/logs/train/{{arch}}_s{{seed}}.log",
+    benchmark:
+        f"{DM}/benchmarks/dm_train__{{arch}}_s{{seed}}.tsv"
+    wildcard_constraints:
+        arch=r"[A-Za-z][A-Za-z0-9_]*",
+    params:
+        cfg=lambda wc: as_json(dm_step_cfg(wc.scale, "lm")),
+        arch=lambda wc: as_json(dm(wc.scale, "archs", wc.arch)),
+        ckpt=f"{DM}/checkpoints/{{arch}}_s{{seed}}.pt",
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+        gpu=res("gpu"),
+    shell:
+        "python -m methods.dag_moe train --config {params.cfg:q} --arch {params.arch:q} "
+        "--name {wildcards.arch} --seed {wildcards.seed} --data {input.data} "
+        "--checkpoint {params.ckpt} --out {output.model} --metrics {output.metrics} "
+        "--threads {threads} > {log} 2>&1"
+
+
+rule dm_compose:
+    """D2: the 1-layer composition model (loss on the answer) for every seed, one aggregation."""
+    input:
+        data=f"{DM}/data",
+        code=code("dag_moe", "run", "model", "aggregate", "data", "core.moe", "core.train", "core.models"),
+    output:
+        f"{DM}/compose1L/{{agg}}.json",
+    log:
+        f"{DM}/logs/compose1L_{{agg}}.log",
+    benchmark:
+        f"{DM}/benchmarks/dm_compose__{{agg}}.tsv"
+    wildcard_constraints:
+        agg="sum|dag",
+    params:
+        cfg=lambda wc: as_json(dm_step_cfg(wc.scale, "compose")),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+        gpu=res("gpu"),
+    shell:
+        "python -m methods.dag_moe compose --config {params.cfg:q} --aggregation {wildcards.agg} "
+        "--data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+
+
+rule dm_timing:
+    """Step time of every arch (first seed's trained model), interleaved in one process, so the
+    ratios are not distorted by whatever else the machine runs."""
+    input:
+        data=f"{DM}/data",
+        runs=lambda wc: dm_runs(wc.scale, "model", first_seed_only=True),
+        code=code("dag_moe", "run", "model", "aggregate", "data", "core.moe", "core.models"),
+    output:
+        f"{DM}/timing.json",
+    log:
+        f"{DM}/logs/timing.log",
+    benchmark:
+        f"{DM}/benchmarks/dm_timing.tsv"
+    params:
+        cfg=lambda wc: as_json(dm(wc.scale, "timing")),
+        names=lambda wc: " ".join(dm_archs(wc.scale)),
+        seq_len=lambda wc: dm(wc.scale, "data", "seq_len"),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+        gpu=res("gpu"),
+    shell:
+        "python -m methods.dag_moe timing --config {params.cfg:q} --names {params.names} "
+        "--runs {input.runs} --data {input.data} --seq-len {params.seq_len} --out {output} "
+        "--threads {threads} > {log} 2>&1"
+
+
+rule dm_aggregate:
+    """The run table and the claim metrics (summary.json, read by the generic claims rule)."""
+    input:
+        runs=lambda wc: dm_runs(wc.scale, "metrics"),
+        compose=[f"{DM}/compose1L/sum.json", f"{DM}/compose1L/dag.json"],
+        timing=f"{DM}/timing.json",
+        code=code("dag_moe", "analysis"),
+    output:
+        table=f"{DM}/table.csv",
+        summary=f"{DM}/summary.json",
+    log:
+        f"{DM}/logs/aggregate.log",
+    benchmark:
+        f"{DM}/benchmarks/dm_aggregate.tsv"
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    shell:
+        "python -m methods.dag_moe aggregate --runs {input.runs} --compose {input.compose} "
+        "--timing {input.timing} --table {output.table} --summary {output.summary} > {log} 2>&1"
+
+
+rule dm_figure:
+    input:
+        summary=f"{DM}/summary.json",
+        code=code("dag_moe", "analysis", "core.plots"),
+    output:
+        fig=report(
+            f"{DM}/figures/dag_moe.png",
+            caption="../report/dag_moe.rst",
+            category="dag_moe",
+            labels={"scale": "{scale}", "figure": "val loss and D2"},
+        ),
+        caption=f"{DM}/figures/dag_moe.caption.txt",
+    log:
+        f"{DM}/logs/figure.log",
+    benchmark:
+        f"{DM}/benchmarks/dm_figure.tsv"
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    shell:
+        "python -m methods.dag_moe figure --summary {input.summary} --out {output.fig} > {log} 2>&1"
+
+
+FIGURES["dag_moe"] = lambda scale: [f"{RESULTS}/{scale}/dag_moe/figures/dag_moe.png"]
