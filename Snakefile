@@ -17,6 +17,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/wd_plasticity.smk"
 include: "workflow/rules/siamesenorm.smk"
 include: "workflow/rules/dag_moe.smk"
+include: "workflow/rules/lfq.smk"
 include: "workflow/rules/report.smk"
 
 

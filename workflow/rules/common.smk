@@ -176,3 +176,28 @@ def dm_runs(scale, what, first_seed_only=False):
     seeds = dm(scale, "seeds")[:1] if first_seed_only else dm(scale, "seeds")
     ext = "" if what == "model" else ".json"
     return [f"{RESULTS}/{scale}/dag_moe/runs/{a}/s{s}{ext}" for a in dm_archs(scale) for s in seeds]
+
+
+# ---- lfq (workflow/rules/lfq.smk) ----
+def lq(scale, *keys):
+    return hp(scale, "lfq", *keys)
+
+
+def lq_name(setting):
+    """A quantization setting as it appears in paths: bits 3, group 32 → w3g32."""
+    return f"w{setting['bits']}g{setting['group_size']}"
+
+
+def lq_settings(scale):
+    return [lq_name(s) for s in lq(scale, "settings")]
+
+
+def lq_quant_cfg(scale, name):
+    """The `quant` section plus the bits and group size of setting `name`."""
+    (s,) = [s for s in lq(scale, "settings") if lq_name(s) == name]
+    return {**lq(scale, "quant"), "bits": s["bits"], "group_size": s["group_size"]}
+
+
+def lq_models(scale, name):
+    """Every quantized model directory of one setting, in the order of `variants`."""
+    return [f"{RESULTS}/{scale}/lfq/models/{v}-{name}" for v in lq(scale, "variants")]

@@ -1,0 +1,142 @@
+"""CLI of the LFQ study: one sub-command per DAG step.
+
+    python -m methods.lfq <step> --config '<json>' [files...]
+
+`--config` is the step's section of `config/scales/<scale>.yaml` (the quantize and final steps
+get the `quant` section plus the setting's bits and group size).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from methods.core import cli
+from methods.core.config import from_json
+from methods.core.results import InputError, read_json, write_metrics
+
+
+def _data(a):
+    from .data import DataConfig, build
+
+    print(f"data: {build(from_json(DataConfig, a.config, 'data'), a.out)}", file=sys.stderr)
+
+
+def _train(a):
+    from .base import BaseConfig, train_base
+
+    cli.set_threads(a.threads)
+    print(f"train: {train_base(from_json(BaseConfig, a.config, 'base'), a.data, a.out)}", file=sys.stderr)
+
+
+def _calibrate(a):
+    import torch
+
+    from methods.core.results import atomic_path
+    from methods.core.tokenizer import load_tokenizer
+
+    from .data import CalibConfig, calibration_ids
+
+    cfg = from_json(CalibConfig, a.config, "calib")
+    ids = calibration_ids(cfg, a.data, load_tokenizer(a.base))
+    with atomic_path(a.out) as tmp:
+        torch.save(ids, tmp)
+    print(f"calibrate: {tuple(ids.shape)} token ids", file=sys.stderr)
+
+
+def _load_calib(path):
+    import torch
+
+    if not Path(path).is_file():
+        raise InputError(f"missing calibration file: {path}")
+    return torch.load(path, weights_only=True)
+
+
+def _quantize(a):
+    from methods.core.models import load_model
+
+    from .ptq import QuantConfig, quantize_model
+    from .store import save_quantized
+
+    cli.set_threads(a.threads)
+    cfg = from_json(QuantConfig, a.config, "quant")
+    model, tok = load_model(a.base)
+    t0 = time.perf_counter()
+    qmodel, records, log = quantize_model(model, _load_calib(a.calib), a.method, cfg)
+    info = {"method": a.method, "final_block": None, "blocks": log, "wall_s": time.perf_counter() - t0,
+            "config": json.loads(a.config)}
+    save_quantized(qmodel, tok, records, a.out, cfg.bits, cfg.group_size, info)
+    print(f"quantize {a.method}: block output MSE {[round(e['block_out_mse'], 5) for e in log]}", file=sys.stderr)
+
+
+def _final(a):
+    from methods.core.models import load_model
+
+    from .ptq import QuantConfig, final_block
+    from .store import load_records, save_quantized
+
+    cli.set_threads(a.threads)
+    cfg = from_json(QuantConfig, a.config, "quant")
+    model, tok = load_model(a.base)
+    base_q, _ = load_model(a.quantized)
+    records, bits, group = load_records(a.quantized)
+    if (bits, group) != (cfg.bits, cfg.group_size):
+        raise InputError(f"{a.quantized} is w{bits}g{group}, the config asks for w{cfg.bits}g{cfg.group_size}")
+    t0 = time.perf_counter()
+    qmodel, last, log = final_block(model, base_q, _load_calib(a.calib), a.objective, cfg)
+    base_info = read_json(Path(a.quantized) / "quant.json")
+    info = {"method": base_info["method"], "final_block": log, "blocks": base_info["blocks"],
+            "wall_s": time.perf_counter() - t0, "config": json.loads(a.config)}
+    save_quantized(qmodel, tok, {**records, **last}, a.out, bits, group, info)
+    print(f"final {a.objective}: {log}", file=sys.stderr)
+
+
+def _evaluate(a):
+    from .evaluate import EvalConfig, evaluate_models
+
+    cli.set_threads(a.threads)
+    cfg = from_json(EvalConfig, a.config, "eval")
+    t0 = time.perf_counter()
+    rows = evaluate_models(cfg, a.fp, a.models, a.data)
+    write_metrics(a.out, {"setting": a.setting, "rows": rows}, json.loads(a.config), None, time.perf_counter() - t0)
+
+
+def _report(a):
+    from .analysis import AnalysisConfig, report
+
+    cfg = from_json(AnalysisConfig, a.config, "analysis")
+    report(cfg, [read_json(p) for p in a.evals], a.table, a.summary, a.figure, json.loads(a.config))
+
+
+def build_parser():
+    p, sub = cli.subcommands("lfq", __doc__.splitlines()[0])
+
+    def step(name, func, help, *files, threads=False):
+        s = sub.add_parser(name, help=help)
+        s.set_defaults(func=func)
+        s.add_argument("--config", required=True, help="the step's config section as JSON")
+        for f in files:
+            s.add_argument(f"--{f}", required=True)
+        if threads:
+            s.add_argument("--threads", type=int, default=1)
+        return s
+
+    step("data", _data, "generate the PCFG + running-sum corpus, eval prompts, tokenizer", "out")
+    step("train", _train, "train (or, at paper scale, fetch) the FP base model", "data", "out", threads=True)
+    step("calibrate", _calibrate, "draw the calibration token windows", "data", "base", "out")
+    s = step("quantize", _quantize, "block-wise PTQ baseline of every block", "base", "calib", "out", threads=True)
+    s.add_argument("--method", required=True, choices=["rtn", "gptq", "omni"])
+    s = step("final", _final, "re-quantize the final block of a baseline (LFQ / ablations)",
+             "base", "quantized", "calib", "out", threads=True)
+    s.add_argument("--objective", required=True, choices=["mse", "headmse", "lfq"])
+    s = step("evaluate", _evaluate, "PPL, KL to FP, top-1 agreement, EM by length, lm-eval",
+             "fp", "data", "out", "setting", threads=True)
+    s.add_argument("--models", nargs="+", required=True)
+    s = step("report", _report, "table, claim metrics, figure", "table", "summary", "figure")
+    s.add_argument("--evals", nargs="+", required=True)
+    return p
+
+
+if __name__ == "__main__":
+    sys.exit(cli.main(build_parser()))

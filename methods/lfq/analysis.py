@@ -1,0 +1,120 @@
+"""Table, claim metrics (summary.json) and the figure of the LFQ study (card §5 claims 1–4).
+Imports no torch (CONVENTIONS 14).
+
+Claim metrics compare, at every quantization setting, the base method with its MSE final block
+(`mse_variant`, OmniQuant itself), the "+head" ablation (`headmse_variant`) and LFQ
+(`lfq_variant`); each card claim must hold at every setting, so the summary holds the worst
+case over settings and the notes hold the per-setting numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from methods.core.results import InputError, write_metrics, write_text
+
+
+@dataclass
+class AnalysisConfig:
+    mse_variant: str = "omni"
+    headmse_variant: str = "omni-headmse"
+    lfq_variant: str = "omni-lfq"
+
+
+def _rows(evals: list[dict]) -> list[dict]:
+    out = []
+    for e in evals:
+        for r in e["rows"]:
+            name = r["model"]
+            variant = "fp" if name == "fp" else name[: -len(e["setting"]) - 1]
+            out.append({"setting": e["setting"], "variant": variant,
+                        **{k: v for k, v in r.items() if k not in ("model", "lm_eval")},
+                        **{f"lm_eval:{t}": _em(res) for t, res in r.get("lm_eval", {}).items()}})
+    return out
+
+
+def _em(res: dict):
+    for k, v in res.items():
+        if k.split(",")[0] in ("exact_match", "acc", "prompt_level_strict_acc"):
+            return v
+    return None
+
+
+def claim_metrics(rows: list[dict], cfg: AnalysisConfig, buckets: list[int]) -> dict:
+    by = {(r["setting"], r["variant"]): r for r in rows}
+    settings = sorted({r["setting"] for r in rows})
+    per, notes = {}, {}
+    for s in settings:
+        try:
+            m, h, l = by[(s, cfg.mse_variant)], by[(s, cfg.headmse_variant)], by[(s, cfg.lfq_variant)]
+        except KeyError as e:
+            raise InputError(f"setting {s} has no variant {e.args[0][1]!r} (analysis config)") from None
+        gaps = [l[f"em_{k}"] - m[f"em_{k}"] for k in buckets]
+        per[s] = {
+            "kl_ratio": l["kl"] / m["kl"] if m["kl"] > 0 else float("nan"),
+            "top1_gap": l["top1_agree"] - m["top1_agree"],
+            "em_gaps": gaps,
+            "em_gap_nondecreasing": all(b >= a for a, b in zip(gaps, gaps[1:])),
+            "ppl_rel_diff": abs(l["ppl"] - m["ppl"]) / m["ppl"],
+            "kl_order": m["kl"] >= h["kl"] >= l["kl"],
+            "kl": {"mse": m["kl"], "headmse": h["kl"], "lfq": l["kl"]},
+        }
+    metrics = {
+        "c1_kl_ratio_max": max(p["kl_ratio"] for p in per.values()),
+        "c2a_top1_gap_min": min(p["top1_gap"] for p in per.values()),
+        "c2b_em_gap_min": min(g for p in per.values() for g in p["em_gaps"]),
+        "c2c_em_gap_nondecreasing": all(p["em_gap_nondecreasing"] for p in per.values()),
+        "c3_ppl_rel_diff_max": max(p["ppl_rel_diff"] for p in per.values()),
+        "c4_kl_ablation_order": all(p["kl_order"] for p in per.values()),
+        "per_setting": per,
+    }
+    fmt = lambda f: "; ".join(f"{s}: {f(p)}" for s, p in per.items())  # noqa: E731
+    notes["c1_kl_ratio_max"] = "KL(LFQ)/KL(MSE) " + fmt(lambda p: f"{p['kl_ratio']:.3f}")
+    notes["c2a_top1_gap_min"] = "top-1 agreement LFQ − MSE " + fmt(lambda p: f"{p['top1_gap']:+.4f}")
+    notes["c2b_em_gap_min"] = f"EM gaps LFQ − MSE at lengths {buckets} " + fmt(
+        lambda p: "[" + ", ".join(f"{g:+.2f}" for g in p["em_gaps"]) + "]")
+    notes["c2c_em_gap_nondecreasing"] = notes["c2b_em_gap_min"]
+    notes["c3_ppl_rel_diff_max"] = "|ΔPPL|/PPL_MSE " + fmt(lambda p: f"{p['ppl_rel_diff']:.4f}")
+    notes["c4_kl_ablation_order"] = "KL mse / headmse / lfq " + fmt(
+        lambda p: " / ".join(f"{p['kl'][k]:.4f}" for k in ("mse", "headmse", "lfq")))
+    metrics["notes"] = notes
+    return metrics
+
+
+def figure(rows: list[dict], buckets: list[int], path, caption: str) -> None:
+    from methods.core import plots
+
+    settings = sorted({r["setting"] for r in rows})
+    fig, axes = plots.figure(2, len(settings), figsize=(4.2 * len(settings), 6.4), squeeze=False)
+    for j, s in enumerate(settings):
+        sr = [r for r in rows if r["setting"] == s]
+        ax = axes[0][j]
+        for r in sr:
+            ax.plot(buckets, [r[f"em_{k}"] for k in buckets], marker="o", label=r["variant"],
+                    linestyle="--" if r["variant"] == "fp" else "-")
+        ax.set(title=f"{s}: greedy exact match", xlabel="output length (digits)", ylabel="EM", ylim=(-0.02, 1.02))
+        ax.legend(ncol=2)
+        ax = axes[1][j]
+        q = [r for r in sr if r["variant"] != "fp"]
+        ax.bar(range(len(q)), [r["kl"] for r in q])
+        ax.set_xticks(range(len(q)), [r["variant"] for r in q], rotation=30, ha="right")
+        ax.set(title=f"{s}: KL(p_FP ‖ p_Q) per token", ylabel="nats")
+    plots.save(fig, path, caption)
+
+
+def report(cfg: AnalysisConfig, evals: list[dict], table_path, summary_path, figure_path, raw_cfg) -> None:
+    if not evals:
+        raise InputError("report: no evaluation files")
+    rows = _rows(evals)
+    buckets = sorted(int(k[3:]) for k in rows[0] if k.startswith("em_"))
+    cols = list(rows[0])
+    lines = ["# Generated by python -m methods.lfq report", ",".join(cols)]
+    for r in rows:
+        lines.append(",".join(f"{r[c]:.6g}" if isinstance(r[c], float) else str(r[c]) for c in cols))
+    write_text(table_path, "\n".join(lines) + "\n")
+    metrics = claim_metrics(rows, cfg, buckets)
+    write_metrics(summary_path, metrics, raw_cfg)
+    figure(rows, buckets, figure_path,
+           "LFQ on OmniQuant-LWC, GPTQ and RTN. Top: greedy exact match of the running-sum chain by "
+           "output length (one wrong digit breaks every later one); bottom: mean per-token "
+           f"KL(p_FP‖p_Q) on held-out text. Variants: <base>[-<final-block objective>]; "
+           f"LFQ = '{cfg.lfq_variant}', MSE-only = '{cfg.mse_variant}', +head ablation = '{cfg.headmse_variant}'.")

@@ -1,0 +1,47 @@
+"""The LFQ DAG plans at every scale with one quantize job per (baseline, setting), one final-block
+job per (baseline+objective, setting), one evaluation per setting; a bad key in its scale
+section fails before any job, in one line naming the key."""
+import pytest
+import yaml
+
+from tests.workflow.conftest import ROOT, copy_scales, job_counts, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
+def test_dry_run_job_counts(scale, tmp_path):
+    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["lfq"]
+    target = tmp_path / "r" / scale / "lfq" / "claims.json"
+    out = snakemake(str(target), "-n", "--quiet", "rules", config={"scale": scale, "results_dir": tmp_path / "r"})
+    n_set = len(sec["settings"])
+    finals = [v for v in sec["variants"] if "-" in v]
+    # a final-block variant needs its baseline even when the baseline is not itself a variant
+    bases = {v.split("-")[0] for v in sec["variants"]}
+    assert job_counts(out.stdout) == {
+        "lfq_data": 1, "lfq_train_fp": 1, "lfq_calibrate": 1, "lfq_quantize": len(bases) * n_set,
+        "lfq_final": len(finals) * n_set, "lfq_evaluate": n_set, "lfq_report": 1, "claims": 1}
+    if scale == "tiny":  # card §5: W3g32 and W2g32; RTN, GPTQ, OmniQuant; LFQ + ablation
+        assert n_set == 2 and len(bases) == 3 and len(finals) == 3
+
+
+def test_bad_key_in_section_is_named(tmp_path):
+    scales = copy_scales(tmp_path / "scales")
+    text = (scales / "smoke.yaml").read_text()
+    old = "  quant: {epochs: 1,"
+    assert text.count(old) == 1
+    (scales / "smoke.yaml").write_text(text.replace(old, "  quant: {epoch: 1,", 1))
+    out = snakemake("-n", config={"scale": "smoke", "scales_dir": scales, "results_dir": tmp_path / "r"}, check=False)
+    assert out.returncode != 0
+    msg = [l for l in (out.stdout + out.stderr).splitlines() if l.startswith("invalid config")]
+    assert len(msg) == 1 and "lfq.quant" in msg[0] and "smoke.yaml" in msg[0], out.stderr[-2000:]
+
+
+def test_bad_step_config_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "methods.lfq", "data", "--config", '{"sum_fraction": 2}',
+                          "--out", str(tmp_path / "d")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "sum_fraction" in out.stderr, out.stderr
