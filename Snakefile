@@ -18,6 +18,7 @@ include: "workflow/rules/wd_plasticity.smk"
 include: "workflow/rules/siamesenorm.smk"
 include: "workflow/rules/dag_moe.smk"
 include: "workflow/rules/lfq.smk"
+include: "workflow/rules/agoq.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -63,13 +63,39 @@ def _timing(a):
     print("timing: " + ", ".join(f"{n} {r['median_ms']:.1f} ms" for n, r in res.items()), file=sys.stderr)
 
 
+def _lm_eval(a):
+    """Zero-shot lm-eval of one trained LM on lm-eval's registered tasks (paper scale)."""
+    from methods.core.evaluate import run_lm_eval
+    from methods.core.models import load_model
+
+    from . import model as _  # noqa: F401  (registers the architecture with the Auto classes)
+    from .run import DownstreamConfig
+
+    cli.set_threads(a.threads)
+    cfg = from_json(DownstreamConfig, a.config, "downstream")
+    if not cfg.eval_tasks:
+        raise InputError("config key 'downstream.eval_tasks' is empty: nothing to evaluate")
+    t0 = time.perf_counter()
+    model, tok = load_model(a.model)
+    res = run_lm_eval(model, tok, cfg.eval_tasks, None, cfg.batch_size, limit=cfg.limit)
+    write_metrics(a.out, {"arch": a.name, "seed": a.seed, "results": res["results"],
+                          "lm_eval_s": res["lm_eval_s"]}, json.loads(a.config), a.seed,
+                  time.perf_counter() - t0)
+
+
 def _aggregate(a):
     import csv
     import io
 
-    from .analysis import claim_metrics, table_rows
+    from .analysis import claim_metrics, downstream_scores, table_rows
 
     runs = [read_json(p) for p in a.runs]
+    for p in a.lm_eval or []:  # paper scale: downstream scores, joined to their run's row
+        e = read_json(p)
+        match = [r for r in runs if r["arch"] == e["arch"] and r["seed"] == e["seed"]]
+        if len(match) != 1:
+            raise InputError(f"aggregate: {p} matches no single run ({e['arch']}, seed {e['seed']})")
+        match[0]["downstream"] = downstream_scores(e["results"])
     compose = {}
     for p in a.compose:
         c = read_json(p)
@@ -124,11 +150,17 @@ def build_parser():
     s.add_argument("--seq-len", type=int, required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--threads", type=int, default=1)
+    s = step("lm-eval", _lm_eval, "paper scale: zero-shot lm-eval tasks of one trained LM")
+    for k in ("model", "name", "out"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--seed", type=int, required=True)
+    s.add_argument("--threads", type=int, default=1)
     s = sub.add_parser("aggregate", help="table and claim metrics")
     s.set_defaults(func=_aggregate)
     s.add_argument("--runs", nargs="+", required=True)
     s.add_argument("--compose", nargs="+", required=True)
     s.add_argument("--timing", required=True)
+    s.add_argument("--lm-eval", nargs="*", default=[], help="paper scale: the dm_lm_eval outputs")
     s.add_argument("--table", required=True)
     s.add_argument("--summary", required=True)
     s = sub.add_parser("figure", help="val-loss and D2 figure")

@@ -22,6 +22,21 @@ def baseline_of(runs: list[dict], arch: str) -> str | None:
     return None
 
 
+DOWNSTREAM_METRICS = ("acc", "exact_match", "word_perplexity")
+
+
+def downstream_scores(results: dict) -> dict:
+    """{task: its headline metric} from lm-eval's results: the first of acc, exact_match,
+    word_perplexity the task reports (lm-eval suffixes metric names with ",<filter>")."""
+    out = {}
+    for task, metrics in results.items():
+        by_name = {}
+        for k, v in metrics.items():  # the first filter wins (gsm8k: strict-match)
+            by_name.setdefault(k.split(",")[0], v)
+        out[task] = next((by_name[m] for m in DOWNSTREAM_METRICS if m in by_name), None)
+    return out
+
+
 def table_rows(runs: list[dict]) -> list[dict]:
     cols = ("arch", "seed", "aggregation", "n_experts", "k", "d_ff", "val_loss", "val_ppl", "c1_acc",
             "c1_loss", "c1_heldout_acc", "c2_em", "load_cv_mean", "train_step_ms")
@@ -30,6 +45,7 @@ def table_rows(runs: list[dict]) -> list[dict]:
         row = {c: r.get(c) for c in cols}
         row["params_total"], row["params_active"] = r["params"]["total"], r["params"]["active"]
         row["edge_a12_by_layer"] = " ".join(f"{x:.3f}" for x in r.get("edge_a12", [])) or None
+        row.update({f"lm_eval_{t}": v for t, v in sorted(r.get("downstream", {}).items())})
         out.append(row)
     return out
 

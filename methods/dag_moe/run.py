@@ -49,6 +49,16 @@ class TimingConfig:
     reps: int = 20
 
 
+@dataclass
+class DownstreamConfig:
+    """The `downstream` section (paper scale, card §6): zero-shot lm-eval tasks of every LM.
+    The card's MetaMathQA → gsm8k fine-tuning (`sft_dataset`) is named but not run."""
+    sft_dataset: str | None = None
+    eval_tasks: list[str] = field(default_factory=list)
+    batch_size: int = 16
+    limit: int | None = None
+
+
 # ------------------------------------------------------------------------ probes ----
 @torch.no_grad()
 def answer_metrics(model, world: D.World, prompts, answers, batch_size: int) -> dict:

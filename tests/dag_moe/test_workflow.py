@@ -8,14 +8,27 @@ from methods.dag_moe.analysis import baseline_of, claim_metrics
 from tests.workflow.conftest import job_counts, snakemake
 
 
-@pytest.mark.parametrize("scale,n_train,n_seeds", [("tiny", 8, 2), ("paper", 8, 2)])
-def test_dry_run_job_counts(tmp_path, scale, n_train, n_seeds):
+@pytest.mark.parametrize("scale,n_train,n_seeds,n_lm_eval", [("tiny", 8, 2, 0), ("paper", 8, 2, 8)])
+def test_dry_run_job_counts(tmp_path, scale, n_train, n_seeds, n_lm_eval):
     out = snakemake(f"{tmp_path}/{scale}/dag_moe/claims.json", "-n", "--quiet", "rules",
                     config={"results_dir": tmp_path, "scale": scale}, timeout=300)
     counts = job_counts(out.stdout)
-    assert counts == {"dm_data": 1, "dm_train": n_train, "dm_compose": 2, "dm_timing": 1,
-                      "dm_aggregate": 1, "claims": 1}, out.stdout
+    expected = {"dm_data": 1, "dm_train": n_train, "dm_compose": 2, "dm_timing": 1,
+                "dm_aggregate": 1, "claims": 1}
+    if n_lm_eval:  # paper scale: card §6's zero-shot lm-eval tasks of every LM
+        expected["dm_lm_eval"] = n_lm_eval
+    assert counts == expected, out.stdout
     assert n_train == 4 * n_seeds
+
+
+def test_downstream_scores_pick_the_headline_metric():
+    from methods.dag_moe.analysis import downstream_scores
+
+    res = {"hellaswag": {"acc,none": 0.31, "acc_stderr,none": 0.01, "acc_norm,none": 0.35},
+           "gsm8k": {"exact_match,strict-match": 0.02, "exact_match,flexible-extract": 0.05},
+           "wikitext": {"word_perplexity,none": 41.5, "byte_perplexity,none": 1.9},
+           "odd": {"f1,none": 0.4}}
+    assert downstream_scores(res) == {"hellaswag": 0.31, "gsm8k": 0.02, "wikitext": 41.5, "odd": None}
 
 
 def _run(arch, seed, agg, n, k, ff, val, a12=None):

@@ -178,6 +178,13 @@ def dm_runs(scale, what, first_seed_only=False):
     return [f"{RESULTS}/{scale}/dag_moe/runs/{a}/s{s}{ext}" for a in dm_archs(scale) for s in seeds]
 
 
+def dm_lm_eval(scale):
+    """Paper scale: one zero-shot lm-eval file per LM run; none where `eval_tasks` is empty."""
+    if not dm(scale, "downstream", "eval_tasks"):
+        return []
+    return [f"{RESULTS}/{scale}/dag_moe/lm_eval/{a}_s{s}.json" for a in dm_archs(scale) for s in dm(scale, "seeds")]
+
+
 # ---- lfq (workflow/rules/lfq.smk) ----
 def lq(scale, *keys):
     return hp(scale, "lfq", *keys)
@@ -201,3 +208,25 @@ def lq_quant_cfg(scale, name):
 def lq_models(scale, name):
     """Every quantized model directory of one setting, in the order of `variants`."""
     return [f"{RESULTS}/{scale}/lfq/models/{v}-{name}" for v in lq(scale, "variants")]
+
+
+# ---- agoq (workflow/rules/agoq.smk) ----
+def ag(scale, *keys):
+    return hp(scale, "agoq", *keys)
+
+
+def ag_run_cfg(scale, name):
+    """The run section plus the variant (bit policy, all-reduce) named `name`."""
+    found = [v for v in ag(scale, "variants") if v["name"] == name]
+    if not found:
+        raise WorkflowError(f"agoq: train_variants names {name!r}, which is not in agoq.variants")
+    return {**ag(scale, "run"), "variant": found[0]}
+
+
+def ag_probe_cfg(scale):
+    """The probe section plus every variant's bit policy (their bytes are measured there)."""
+    return {**ag(scale, "probe"), "variants": ag(scale, "variants")}
+
+
+def ag_runs(scale):
+    return [f"{RESULTS}/{scale}/agoq/runs/{v}" for v in ag(scale, "train_variants")]

@@ -118,12 +118,40 @@ rule dm_timing:
         "--threads {threads} > {log} 2>&1"
 
 
+rule dm_lm_eval:
+    """Paper scale: zero-shot lm-eval tasks (card §6) of one trained LM."""
+    input:
+        model=f"{DM}/runs/{{arch}}/s{{seed}}",
+        code=code("dag_moe", "model", "aggregate", "core.evaluate", "core.models", "core.moe"),
+    output:
+        f"{DM}/lm_eval/{{arch}}_s{{seed}}.json",
+    log:
+        f"{DM}/logs/lm_eval/{{arch}}_s{{seed}}.log",
+    benchmark:
+        f"{DM}/benchmarks/dm_lm_eval__{{arch}}_s{{seed}}.tsv"
+    wildcard_constraints:
+        arch=r"[A-Za-z][A-Za-z0-9_]*",
+    params:
+        cfg=lambda wc: as_json(dm(wc.scale, "downstream")),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+        gpu=res("gpu"),
+    shell:
+        "python -m methods.dag_moe lm-eval --config {params.cfg:q} --model {input.model} "
+        "--name {wildcards.arch} --seed {wildcards.seed} --out {output} --threads {threads} > {log} 2>&1"
+
+
 rule dm_aggregate:
     """The run table and the claim metrics (summary.json, read by the generic claims rule)."""
     input:
         runs=lambda wc: dm_runs(wc.scale, "metrics"),
         compose=[f"{DM}/compose1L/sum.json", f"{DM}/compose1L/dag.json"],
         timing=f"{DM}/timing.json",
+        lm_eval=lambda wc: dm_lm_eval(wc.scale),
         code=code("dag_moe", "analysis"),
     output:
         table=f"{DM}/table.csv",
@@ -140,7 +168,8 @@ rule dm_aggregate:
         runtime=5,
     shell:
         "python -m methods.dag_moe aggregate --runs {input.runs} --compose {input.compose} "
-        "--timing {input.timing} --table {output.table} --summary {output.summary} > {log} 2>&1"
+        "--timing {input.timing} --lm-eval {input.lm_eval} --table {output.table} "
+        "--summary {output.summary} > {log} 2>&1"
 
 
 rule dm_figure:

@@ -1,0 +1,244 @@
+"""One training run of the AGoQ study (card §5 step 2), data-parallel over `world_size` real
+torch.distributed processes (gloo on 127.0.0.1 on CPU).
+
+A small DDP-style loop instead of the shared single-process trainer, so the gradient
+all-reduce is ours: every rank takes rows rank::W of the step's global batch (a pure function of
+(seed, step)), runs forward under LAAQ's saved-tensor hooks, backward, flattens its gradients
+and averages them with `quangrad.Collective` (fp32, or QuanGrad's 8-bit all-reduce whose
+result is the int8 gradient buffer, dequantized only for the optimizer). AdamW, decay groups
+and the warm-up + cosine schedule are core.train's (`make_optimizer`, `lr_factor`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from methods.core.models import ModelConfig
+from methods.core.results import InputError, provenance
+from methods.core.train import TrainConfig
+
+from .laaq import KEEP, TAGS
+
+
+@dataclass
+class Variant:
+    name: str
+    bits: dict[str, int]                  # LAAQ bits per tag (16 = keep)
+    stage_overrides: list[dict] = field(default_factory=list)  # [{stage, tag, bits}]
+    allreduce: str = "fp32"               # fp32 | quangrad
+
+    def __post_init__(self):
+        if set(self.bits) != set(TAGS):
+            raise InputError(f"config key 'variant.bits' of {self.name}: needs exactly the tags {list(TAGS)}")
+        for t, b in self.bits.items():
+            if b not in (2, 4, 8, KEEP):
+                raise InputError(f"config key 'variant.bits.{t}' of {self.name}: bits must be 2, 4, 8 or 16, got {b}")
+        if self.allreduce not in ("fp32", "quangrad"):
+            raise InputError(f"config key 'variant.allreduce': {self.allreduce!r} is not fp32 or quangrad")
+
+
+@dataclass
+class RunConfig:
+    model: ModelConfig
+    train: TrainConfig
+    variant: Variant
+    seq_len: int = 64
+    world_size: int = 2
+    backend: str = "gloo"          # gloo (CPU) | nccl (paper scale, one GPU per rank)
+    hub_id: str | None = None      # paper scale: the model's shape from a hub config (fresh init)
+    eval_batches: int = 8
+    n_stages: int = 2              # virtual pipeline stages (card §5: layers 0–1 | 2–3)
+    group_size: int = 128          # LAAQ group G
+    grad_block: int = 128          # QuanGrad block
+    stochastic: bool = False
+    grad_error_every: int = 10     # log the all-reduce error against the exact fp32 mean
+    loss_window: int = 30          # final train loss = mean of the last `loss_window` steps
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.world_size < 1 or self.train.batch_size % self.world_size:
+            raise InputError(f"config key 'train.batch_size' ({self.train.batch_size}) must be a multiple "
+                             f"of 'world_size' ({self.world_size})")
+        if self.backend not in ("gloo", "nccl"):
+            raise InputError(f"config key 'backend': {self.backend!r} is not gloo or nccl")
+        if not 1 <= self.loss_window <= self.train.steps:
+            raise InputError(f"config key 'loss_window' must be in [1, train.steps], got {self.loss_window}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build(cfg: RunConfig, tok):
+    from methods.core.models import build_model
+
+    if cfg.hub_id is None:
+        return build_model(cfg.model, tok, cfg.seed)
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(cfg.seed)
+    return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(cfg.hub_id))
+
+
+def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, out_dir: str, threads: int):
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    from methods.core.data import TokenStream
+    from methods.core.models import save_model
+    from methods.core.train import evaluate_loss, lr_factor, make_optimizer
+
+    from .data import load
+    from .laaq import BitPolicy, SavedActivationQuantizer
+    from .quangrad import FP32_SLACK, Collective, rel_l2
+
+    torch.set_num_threads(threads)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group(cfg.backend, rank=rank, world_size=world)
+    tok, train_ids, val_ids = load(data_dir)
+    model = build(cfg, tok)
+    dev = torch.device("cpu")
+    if cfg.backend == "nccl":  # paper scale: one GPU per rank
+        dev = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+        model.to(dev)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = make_optimizer(model, cfg.train)
+    v = cfg.variant
+    laaq = SavedActivationQuantizer(model, BitPolicy(v.bits, v.stage_overrides), cfg.n_stages,
+                                    cfg.group_size, cfg.stochastic, seed=cfg.seed * 1000 + rank)
+    coll = Collective(v.allreduce, cfg.grad_block)
+    stream = TokenStream(train_ids, cfg.seq_len)
+    val = [{k: t.to(dev) for k, t in b.items()}
+           for b in TokenStream(val_ids, cfg.seq_len).sequential_batches(cfg.train.batch_size, cfg.eval_batches)]
+    initial = evaluate_loss(model, val) if rank == 0 else None
+    model.train()
+    n = sum(p.numel() for p in params)
+    rows, errs, bound_ratio, act, grad_bytes = [], [], 0.0, None, None
+    t_comm = 0.0
+    t0 = time.perf_counter()
+    for step in range(cfg.train.steps):
+        batch = stream.batch(step, cfg.train.batch_size, cfg.seed)
+        ids, labels = batch["input_ids"][rank::world].to(dev), batch["labels"][rank::world].to(dev)
+        lr = cfg.train.lr * lr_factor(step, cfg.train)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        with laaq:
+            logits = model(input_ids=ids).logits
+        if act is None:
+            act = laaq.summary()  # shapes are fixed, so every step holds the same bytes
+        loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        probe = cfg.grad_error_every and (step + 1) % cfg.grad_error_every == 0
+        tc = time.perf_counter()
+        res = coll.mean(flat, with_bound=bool(probe)) if v.allreduce == "quangrad" else coll.mean(flat)
+        t_comm += time.perf_counter() - tc
+        if v.allreduce == "quangrad":
+            grad_bytes = res.nbytes  # the 8-bit gradient buffer that replaces fp32 main grads
+            mean = res.to_tensor()
+        else:
+            mean = res
+            grad_bytes = mean.numel() * mean.element_size()
+        if probe:  # exact fp32 mean by a separate (uncounted) all-reduce
+            exact = flat.clone()
+            dist.all_reduce(exact)
+            exact /= world
+            errs.append(rel_l2(mean, exact))
+            if coll.last_bound is not None:
+                slack = FP32_SLACK * exact.abs() + 1e-12  # fp32 rounding on top of the quantization bound
+                bound_ratio = max(bound_ratio, float(((mean - exact).abs() / (coll.last_bound + slack)).max()))
+        off = 0
+        for p in params:
+            p.grad.copy_(mean[off: off + p.numel()].view_as(p))
+            off += p.numel()
+        gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.train.grad_clip) if cfg.train.grad_clip > 0 else None
+        opt.step()
+        gl = loss.detach().clone()
+        dist.all_reduce(gl)
+        row = {"step": step + 1, "loss": float(gl) / world, "lr": lr}
+        if gnorm is not None:
+            row["grad_norm"] = float(gnorm)
+        done = step + 1
+        if rank == 0 and ((cfg.train.eval_every and done % cfg.train.eval_every == 0) or done == cfg.train.steps):
+            row["val_loss"] = evaluate_loss(model, val)
+            model.train()
+        rows.append(row)
+    wall = time.perf_counter() - t0
+    # replicas must stay identical: the averaged gradient is the same on every rank
+    with torch.no_grad():
+        check = torch.tensor([float(sum(p.double().sum() for p in params))], dtype=torch.float64, device=dev)
+    all_checks = [torch.zeros_like(check) for _ in range(world)]
+    dist.all_gather(all_checks, check)
+    bytes_total = torch.tensor([coll.bytes_sent], dtype=torch.float64, device=dev)
+    dist.all_reduce(bytes_total)
+    laaq.remove()
+    if rank == 0:
+        losses = [r["loss"] for r in rows]
+        final = rows[-1]["val_loss"]
+        summary = {
+            "variant": v.name, "allreduce": v.allreduce, "world_size": world, "steps": cfg.train.steps,
+            "n_params": n, "initial_val_loss": initial, "val_loss": final,
+            "final_train_loss": sum(losses[-cfg.loss_window:]) / cfg.loss_window,
+            "diverged": not math.isfinite(final),
+            "activations": act,
+            "grad_buffer_bytes": grad_bytes, "grad_fp32_bytes": 4 * n,
+            "grad_buffer_bytes_per_param": grad_bytes / n,
+            "comm_bytes_per_step_per_rank": float(bytes_total) / world / cfg.train.steps,
+            "comm_bytes_fp32_equiv_per_step_per_rank": 2 * (world - 1) / world * 4 * n,
+            "allreduce_rel_err_mean": sum(errs) / len(errs) if errs else None,
+            "allreduce_rel_err_max": max(errs) if errs else None,
+            "allreduce_max_err_over_bound": bound_ratio if v.allreduce == "quangrad" else None,
+            "replicas_in_sync": bool(all(torch.equal(c, all_checks[0]) for c in all_checks)),
+            "step_ms": round(1000 * wall / cfg.train.steps, 2),
+            "comm_ms_per_step": round(1000 * t_comm / cfg.train.steps, 2),
+            "config": json.loads(json.dumps(asdict(cfg))),
+            "provenance": provenance(asdict(cfg), cfg.seed, wall),
+        }
+        save_model(model, tok, out_dir, extra_files={
+            "train_log.jsonl": "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows),
+            "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def train_variant(cfg: RunConfig, data_dir: str | Path, out_dir: str | Path, threads: int) -> dict:
+    """Start `world_size` processes on localhost (torch.multiprocessing), each with
+    max(1, threads // world_size) torch threads; rank 0 writes `out_dir`. The processes are
+    forked after the heavy imports, so transformers is imported once per job, not per rank
+    (the parent runs no torch thread pool yet: one thread, nothing computed)."""
+    import torch.multiprocessing as mp
+
+    import transformers.models.llama.modeling_llama  # noqa: F401  (inherited by the forked ranks)
+
+    from . import data, laaq, quangrad  # noqa: F401
+    from methods.core import models, tokenizer, train  # noqa: F401
+
+    for f in ("train_ids.npy", "val_ids.npy", "tokenizer"):
+        if not (Path(data_dir) / f).exists():
+            raise InputError(f"missing input: {Path(data_dir) / f}")
+    per = max(1, threads // cfg.world_size)
+    try:
+        mp.start_processes(_worker, args=(cfg.world_size, free_port(), cfg, str(data_dir), str(out_dir), per),
+                           nprocs=cfg.world_size, join=True, start_method="fork")
+    except mp.ProcessRaisedException as e:
+        last = str(e).strip().splitlines()[-1]
+        if "InputError" in last:
+            raise InputError(last.split("InputError:", 1)[-1].strip()) from None
+        raise
+    s = json.loads((Path(out_dir) / "train_summary.json").read_text())
+    print(f"{cfg.variant.name}: val {s['val_loss']:.4f} act ratio {s['activations']['ratio_vs_bf16']:.3f} "
+          f"comm {s['comm_bytes_per_step_per_rank']:.0f} B/step {s['step_ms']} ms/step", file=sys.stderr)
+    return s

@@ -1,0 +1,42 @@
+"""The AGoQ DAG plans at every scale (one training job per train variant, one probe, one
+aggregate, claims); a bad key in its scale section, or a bad step config, fails in one line
+naming the key."""
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.workflow.conftest import ROOT, copy_scales, job_counts, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
+def test_dry_run_job_counts(scale, tmp_path):
+    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["agoq"]
+    target = tmp_path / "r" / scale / "agoq" / "claims.json"
+    out = snakemake(str(target), "-n", "--quiet", "rules", config={"scale": scale, "results_dir": tmp_path / "r"})
+    assert job_counts(out.stdout) == {"agoq_data": 1, "agoq_train": len(sec["train_variants"]),
+                                      "agoq_probe": 1, "agoq_aggregate": 1, "claims": 1}
+    if scale == "tiny":  # card §5 variants; fp and qgrad8 always trained
+        assert {"fp", "laaq", "uni4", "uni2", "qgrad8"} <= set(sec["train_variants"])
+
+
+def test_bad_key_in_section_is_named(tmp_path):
+    scales = copy_scales(tmp_path / "scales")
+    text = (scales / "smoke.yaml").read_text()
+    old = "    world_size: 2\n    backend: gloo"
+    assert text.count(old) == 1
+    (scales / "smoke.yaml").write_text(text.replace(old, "    world_size: two\n    backend: gloo", 1))
+    out = snakemake("-n", config={"scale": "smoke", "scales_dir": scales, "results_dir": tmp_path / "r"}, check=False)
+    assert out.returncode != 0
+    msg = [l for l in (out.stdout + out.stderr).splitlines() if l.startswith("invalid config")]
+    assert len(msg) == 1 and "agoq.run.world_size" in msg[0] and "smoke.yaml" in msg[0], out.stderr[-2000:]
+
+
+def test_bad_step_config_is_one_line(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "methods.agoq", "data", "--config", '{"arith_fraction": 2}',
+                          "--out", str(tmp_path / "d")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "arith_fraction" in out.stderr, out.stderr
