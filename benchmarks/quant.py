@@ -13,6 +13,10 @@
    achieved GFLOP/s is printed beside it as the machine's reference rate (CONVENTIONS 13).
    On CPU the dequantize is pure overhead (the fused Triton kernel needs a GPU); the ratio shows
    what the storage saving costs without a kernel.
+3. AGoQ: the peak resident-memory growth of one training step (forward + backward) under each
+   saved-activation bit policy (fp, laaq, uni4, uni2), each in a fresh process with the kernel's
+   high-water mark reset just before the step, as a ratio to fp (`benchmarks/agoq.py
+   peak_rss_ratios`; `--skip-agoq` to leave it out).
 """
 from __future__ import annotations
 
@@ -44,6 +48,8 @@ def main(argv=None) -> int:
     p.add_argument("--model-dir", default=None)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--agoq-model", default="tiny", help="AGoQ peak-memory model (benchmarks/agoq.py MODELS)")
+    p.add_argument("--skip-agoq", action="store_true", help="skip 3., the AGoQ peak-memory ratio")
     p.add_argument("--out", default="benchmarks/out/quant.json")
     a = p.parse_args(argv)
 
@@ -95,6 +101,13 @@ def main(argv=None) -> int:
                         "whole_model_ratio": total * 4 / (packed_bytes + rest)}
         print(f"model {d.name}: linears fp32/packed = {res['model']['quantized_linears_ratio']:.2f}x, "
               f"whole model (FP embeddings/norms/head kept) = {res['model']['whole_model_ratio']:.2f}x")
+    if not a.skip_agoq:
+        from agoq import peak_rss_ratios  # benchmarks/agoq.py (this script's directory)
+
+        res["agoq"] = pk = peak_rss_ratios(a.agoq_model)
+        print(f"AGoQ, {pk['model']} model, batch {pk['batch']}×{pk['seq_len']}: CPU peak-RSS growth of one "
+              f"training step vs fp (fresh process each, median of {pk['rounds']}): "
+              + ", ".join(f"{k} {pk['peak_ratio_vs_fp'][k]:.3f}" for k in pk["peak_bytes"]))
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
     return 0

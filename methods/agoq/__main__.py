@@ -8,6 +8,7 @@ the variant).
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import sys
@@ -75,11 +76,7 @@ def _aggregate(a):
 def build_parser():
     p, sub = cli.subcommands("agoq", __doc__.splitlines()[0])
 
-    def step(name, func, help):
-        s = sub.add_parser(name, help=help)
-        s.set_defaults(func=func)
-        s.add_argument("--config", required=True, help="the step's config section as JSON")
-        return s
+    step = functools.partial(cli.config_step, sub)
 
     s = step("data", _data, "generate the PCFG + arithmetic corpus and the char tokenizer")
     s.add_argument("--out", required=True)

@@ -44,3 +44,17 @@ def subcommands(prog: str, description: str) -> tuple[argparse.ArgumentParser, a
     parser = argparse.ArgumentParser(prog=prog, description=description)
     sub = parser.add_subparsers(dest="command", metavar="STEP")
     return parser, sub
+
+
+def config_step(sub: argparse._SubParsersAction, name: str, func: Callable, help: str,
+                *files: str, threads: bool = False) -> argparse.ArgumentParser:
+    """A DAG step's sub-command: `--config` (its section of the scale file, as JSON), one
+    required `--<f>` per name in `files`, and `--threads` when the step runs torch."""
+    s = sub.add_parser(name, help=help)
+    s.set_defaults(func=func)
+    s.add_argument("--config", required=True, help="the step's config section as JSON")
+    for f in files:
+        s.add_argument(f"--{f}", required=True)
+    if threads:
+        s.add_argument("--threads", type=int, default=1)
+    return s

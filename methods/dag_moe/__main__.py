@@ -7,9 +7,11 @@ passes it as a param, so changing a number reruns exactly the steps that read it
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
+
 from methods.core import cli
 from methods.core.config import from_json
 from methods.core.results import InputError, read_json, write_metrics, write_text
@@ -124,11 +126,7 @@ def _figure(a):
 def build_parser():
     p, sub = cli.subcommands("dag_moe", __doc__.splitlines()[0])
 
-    def step(name, func, help):
-        s = sub.add_parser(name, help=help)
-        s.set_defaults(func=func)
-        s.add_argument("--config", required=True, help="the step's config section as JSON")
-        return s
+    step = functools.partial(cli.config_step, sub)
 
     s = step("data", _data, "write the world (permutations, held-out pairs) and the tokenizer")
     s.add_argument("--out", required=True)

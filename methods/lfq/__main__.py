@@ -7,6 +7,7 @@ get the `quant` section plus the setting's bits and group size).
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -112,15 +113,7 @@ def _report(a):
 def build_parser():
     p, sub = cli.subcommands("lfq", __doc__.splitlines()[0])
 
-    def step(name, func, help, *files, threads=False):
-        s = sub.add_parser(name, help=help)
-        s.set_defaults(func=func)
-        s.add_argument("--config", required=True, help="the step's config section as JSON")
-        for f in files:
-            s.add_argument(f"--{f}", required=True)
-        if threads:
-            s.add_argument("--threads", type=int, default=1)
-        return s
+    step = functools.partial(cli.config_step, sub)
 
     step("data", _data, "generate the PCFG + running-sum corpus, eval prompts, tokenizer", "out")
     step("train", _train, "train (or, at paper scale, fetch) the FP base model", "data", "out", threads=True)

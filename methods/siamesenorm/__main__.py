@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -89,11 +90,7 @@ def _aggregate(a):
 def build_parser():
     p, sub = cli.subcommands("siamesenorm", __doc__.splitlines()[0])
 
-    def step(name, func, help):
-        s = sub.add_parser(name, help=help)
-        s.set_defaults(func=func)
-        s.add_argument("--config", required=True, help="the step's config section as JSON")
-        return s
+    step = functools.partial(cli.config_step, sub)
 
     s = step("data", _data, "generate the arithmetic + PCFG corpus, held-out prompts and tokenizer")
     s.add_argument("--out", required=True)

@@ -7,6 +7,7 @@ param, so changing a number reruns exactly the steps that read it).
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -111,11 +112,7 @@ def _figure(a):
 def build_parser():
     p, sub = cli.subcommands("wd_plasticity", __doc__.splitlines()[0])
 
-    def step(name, func, help):
-        s = sub.add_parser(name, help=help)
-        s.set_defaults(func=func)
-        s.add_argument("--config", required=True, help="the step's config section as JSON")
-        return s
+    step = functools.partial(cli.config_step, sub)
 
     s = step("data", _data, "generate (or load) the corpus and downstream tasks")
     s.add_argument("--out", required=True)
