@@ -19,6 +19,8 @@ include: "workflow/rules/siamesenorm.smk"
 include: "workflow/rules/dag_moe.smk"
 include: "workflow/rules/lfq.smk"
 include: "workflow/rules/agoq.smk"
+include: "workflow/rules/asag.smk"
+include: "workflow/rules/remoe.smk"
 include: "workflow/rules/report.smk"
 
 

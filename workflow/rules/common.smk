@@ -230,3 +230,34 @@ def ag_probe_cfg(scale):
 
 def ag_runs(scale):
     return [f"{RESULTS}/{scale}/agoq/runs/{v}" for v in ag(scale, "train_variants")]
+
+
+# ---- asag (workflow/rules/asag.smk) ----
+def asag(scale, *keys):
+    return hp(scale, "asag", *keys)
+
+
+def asag_runs(scale):
+    return [f"{RESULTS}/{scale}/asag/runs/{p['name']}.jsonl" for p in asag(scale, "decode", "policies")]
+
+
+# ---- remoe (workflow/rules/remoe.smk) ----
+def rm(scale, *keys):
+    return hp(scale, "remoe", *keys)
+
+
+def rm_ft_cfg(scale, name):
+    """The finetune section plus the variant (loss switches) named `name`."""
+    found = [v for v in rm(scale, "variants") if v["name"] == name]
+    if not found:
+        raise WorkflowError(f"remoe: no variant named {name!r} in remoe.variants")
+    return {**rm(scale, "finetune"), "variant": found[0]}
+
+
+def rm_ckpts(scale):
+    """The pre-trained checkpoint and one gate-only fine-tune per variant."""
+    names = [v["name"] for v in rm(scale, "variants")]
+    if "base" in names or len(set(names)) != len(names):
+        raise WorkflowError("remoe.variants: names must be unique and not 'base'")
+    return [f"{RESULTS}/{scale}/remoe/ckpt/base.pt"] + [
+        f"{RESULTS}/{scale}/remoe/ckpt/finetuned/{n}.pt" for n in names]

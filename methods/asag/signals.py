@@ -1,0 +1,102 @@
+"""The controller's signals and decision rules (card §3), as pure functions.
+
+Attention entropy of one head/layer over a window of query rows:
+    H_{h,l} = mean_i [ −Σ_j A[i,j] log A[i,j] / log k_i ],  k_i = number of keys row i sees
+(the card's [I] choice: rows averaged, each row normalised by log of its causal key length, so
+H_{h,l} ∈ [0, 1]); the aggregate is H = Σ_h Σ_{l ∈ last 4 layers} H_{h,l} and ΔH = (H − H₁)/H₁.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+EXIT, INJECT, JUMP, CONTINUE = "exit", "inject", "jump", "continue"
+
+
+def row_entropy(attn, eps: float = 0.0):
+    """Shannon entropy (nats) of each row of a probability tensor [..., k] (0·log 0 = 0)."""
+    import torch
+
+    a = attn.double()
+    return -(torch.where(a > 0, a * torch.log(a.clamp_min(1e-300)), torch.zeros_like(a))).sum(-1)
+
+
+def window_entropy(attn, rows: range | list[int]) -> "torch.Tensor":
+    """Per-head normalised entropy of one layer's attention [heads, q, k] over query rows
+    `rows` (absolute positions, causal: row i sees keys 0..i) → [heads]."""
+    import torch
+
+    rows = list(rows)
+    sub = attn[:, rows, :]                                    # [h, w, k]
+    ent = row_entropy(sub)                                     # [h, w]
+    k = torch.tensor([i + 1 for i in rows], dtype=torch.float64)
+    norm = torch.where(k > 1, torch.log(k), torch.ones_like(k))  # a 1-key row has entropy 0
+    return (ent / norm).mean(-1)
+
+
+def attention_state(attentions, rows, prev_span: tuple[int, int] | None, cur_span: tuple[int, int],
+                    n_last: int = 4) -> dict:
+    """H (sum over heads of the last `n_last` layers) and the trap test from per-layer
+    attentions [(1, heads, T, T)] of one eager forward pass. Trap: averaged over heads, layers
+    and the window's rows, the attention mass on the previous thought exceeds the mass on the
+    current thought."""
+    layers = [a.detach() for a in attentions[-n_last:]]
+    H = float(sum(window_entropy(a[0], rows).sum() for a in layers))
+    trap, m_prev, m_cur = False, 0.0, 0.0
+    rows = list(rows)
+    for a in layers:
+        sub = a[0][:, rows, :].double().mean(0)               # [w, k] mean over heads
+        m_cur += float(sub[:, cur_span[0]:cur_span[1]].sum(-1).mean()) / len(layers)
+        if prev_span is not None:
+            m_prev += float(sub[:, prev_span[0]:prev_span[1]].sum(-1).mean()) / len(layers)
+    if prev_span is not None:
+        trap = m_prev > m_cur
+    return {"H": H, "trap": trap, "mass_prev": m_prev, "mass_cur": m_cur}
+
+
+def answer_confidence(probs: list[float]) -> float:
+    """C = arithmetic mean of the answer tokens' probabilities (DEER's avg policy); 0 if empty."""
+    return sum(probs) / len(probs) if probs else 0.0
+
+
+def deer_stop(conf: float, lam: float) -> bool:
+    """DEER: stop at an ATP iff the trial answer's confidence exceeds λ."""
+    return conf > lam
+
+
+@dataclass
+class Policy:
+    name: str
+    kind: str = "asag"          # vanilla | nothink | deer | asag
+    lam: float = 0.95
+    alpha: float = -0.1         # entropy-change threshold; a string "inf" is not JSON → use 1e9
+    max_jumps: int = 2
+    inject: bool = True
+    jump: bool = True
+
+
+def asag_decide(conf: float, H: float, H1: float | None, trap: bool, jumps: int, pol: Policy) -> tuple[str, float, int]:
+    """(action, ΔH, jumps after the action) at one ATP; H1 None means this is the first ATP."""
+    if H1 is None:
+        return (EXIT if conf > pol.lam else CONTINUE), 0.0, jumps
+    dH = (H - H1) / H1 if H1 != 0 else 0.0
+    if dH < pol.alpha:
+        if conf > pol.lam:
+            return EXIT, dH, jumps
+        return (INJECT if pol.inject else CONTINUE), dH, jumps
+    if trap and pol.jump:
+        jumps += 1
+        return (EXIT if jumps > pol.max_jumps else JUMP), dH, jumps
+    return CONTINUE, dH, jumps
+
+
+def inject_probs(probs, target_ids: list[int], weight: float = 0.05):
+    """Convergence-enhancing injection: (1−w)·softmax + w·r, r uniform over `target_ids`."""
+    import torch
+
+    if not target_ids:
+        return probs
+    r = torch.zeros_like(probs)
+    ids = sorted(set(target_ids))
+    r[..., ids] = 1.0 / len(ids)
+    return (1 - weight) * probs + weight * r

@@ -1,0 +1,88 @@
+"""Train the tiny "reasoning model" on the synthetic traces (card §5 `asag_train`)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from methods.core.models import ModelConfig
+from methods.core.results import InputError, atomic_path
+from methods.core.train import TrainConfig
+
+from .data import Vocab
+
+
+@dataclass
+class TrainRunConfig:
+    model: ModelConfig = field(default_factory=lambda: ModelConfig(d_model=128, n_layers=4, n_heads=4, d_ff=344, max_seq_len=256))
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=300, batch_size=16, lr=3e-3))
+    seq_len: int = 160
+    hub_id: str | None = None     # paper scale: the LRM to wrap (nothing is trained)
+
+
+def encode_rows(rows, vocab: Vocab, seq_len: int):
+    """input_ids / labels [N, seq_len]; loss on the thought and answer only (not the prompt)."""
+    import torch
+
+    ids = torch.full((len(rows), seq_len), vocab.pad_token_id, dtype=torch.long)
+    lab = torch.full((len(rows), seq_len), -100, dtype=torch.long)
+    for i, r in enumerate(rows):
+        p, t = vocab.encode(r["prompt"]), vocab.encode(r["thought"])
+        x = (p + t)[:seq_len + 1]
+        ids[i, :len(x) - 1] = torch.tensor(x[:-1])
+        y = torch.tensor(x[1:])
+        y[:len(p) - 1] = -100
+        lab[i, :len(x) - 1] = y
+    return ids, lab
+
+
+def train_tiny(cfg: TrainRunConfig, data_dir: str | Path, out_dir: str | Path, seed: int = 0) -> dict:
+    import torch
+
+    from methods.core.models import build_model
+    from methods.core.train import evaluate_loss, train
+
+    vocab = Vocab(json.loads((Path(data_dir) / "vocab.json").read_text()))
+    if cfg.hub_id is not None:
+        # paper scale: the model is a hub LRM; record which one (downloaded by the decode step)
+        with atomic_path(out_dir, is_dir=True) as tmp:
+            (tmp / "hub.json").write_text(json.dumps({"hub_id": cfg.hub_id}))
+        return {"hub_id": cfg.hub_id}
+    rows = [json.loads(l) for l in (Path(data_dir) / "train.jsonl").read_text().splitlines()]
+    if cfg.model.max_seq_len < cfg.seq_len + 60:
+        raise InputError(f"config key 'train.model.max_seq_len' must cover seq_len + decode slack, got {cfg.model.max_seq_len}")
+    ids, lab = encode_rows(rows, vocab, cfg.seq_len)
+    n_val = min(256, len(rows) // 10)
+    val = [{"input_ids": ids[i:i + 64], "labels": lab[i:i + 64]} for i in range(0, n_val, 64)]
+    tr_ids, tr_lab = ids[n_val:], lab[n_val:]
+    bs = cfg.train.batch_size
+
+    def batch(step):
+        g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        j = torch.randint(0, len(tr_ids), (bs,), generator=g)
+        return {"input_ids": tr_ids[j], "labels": tr_lab[j]}
+
+    model = build_model(cfg.model, vocab, seed)
+    cfg.train.seed = seed
+    rows_log = train(model, batch, cfg.train, eval_fn=lambda: {"val_loss": evaluate_loss(model, val)})
+    with atomic_path(out_dir, is_dir=True) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        (tmp / "vocab.json").write_text(json.dumps(vocab.words))
+        (tmp / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows_log))
+    n_params = sum(p.numel() for p in model.parameters())
+    return {"val_loss": rows_log[-1].get("val_loss"), "n_params": n_params}
+
+
+def load_tiny(model_dir: str | Path):
+    """(model with eager attention, vocab) from a directory written by `train_tiny`."""
+    from transformers import LlamaForCausalLM
+
+    d = Path(model_dir)
+    if (d / "hub.json").is_file():
+        raise InputError(f"{d} names a hub model; paper-scale decoding runs the HF generation "
+                         "loop on a GPU (not implemented on this CPU harness, see README)")
+    if not (d / "config.json").is_file():
+        raise InputError(f"not a model directory (no config.json): {d}")
+    model = LlamaForCausalLM.from_pretrained(str(d), attn_implementation="eager")
+    model.eval()
+    return model, Vocab(json.loads((d / "vocab.json").read_text()))

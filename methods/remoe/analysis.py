@@ -1,0 +1,140 @@
+"""Routing-trace analysis: EOR, entropy, load CV, distinct experts per document, the cache
+simulation over capacities and policies, Prop. 3.1 on every trace, claim metrics and figure.
+No torch."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from methods.core.results import InputError
+
+from . import cache as C
+
+
+@dataclass
+class AnalysisConfig:
+    base: str = "base"
+    remoe: str = "remoe"
+    ce_only: str = "ce_only"
+    no_trust: str = "no_trust"
+    capacities: list[int] = field(default_factory=lambda: [4, 6, 8, 12])
+    policies: list[str] = field(default_factory=lambda: ["lru", "fifo", "belady"])
+    backend: str = "native"   # "cachetools" once the pin is in requirements.lock
+    n_sim_docs: int = 200     # documents simulated per layer (≤ traced documents)
+
+
+def load_traces(trace_dir: str | Path) -> dict:
+    out = {}
+    for p in sorted(Path(trace_dir).glob("*.npz")):
+        with np.load(p) as z:
+            out[p.stem] = {k: z[k] for k in z.files}
+    if not out:
+        raise InputError(f"no traces in {trace_dir}")
+    return out
+
+
+def variant_metrics(tr: dict, cfg: AnalysisConfig) -> dict:
+    topk = tr["topk"].astype(np.int64)  # (N, L, S, K)
+    N, L, S, K = topk.shape
+    E = int(tr["n_experts"])
+    if any(c < K for c in cfg.capacities):
+        raise InputError(f"config key 'analysis.capacities': every capacity must be >= K = {K}")
+    for p in cfg.policies:
+        if p not in C.POLICIES:
+            raise InputError(f"config key 'analysis.policies': {p!r} not in {C.POLICIES}")
+    ov = (topk[:, :, 1:, :, None] == topk[:, :, :-1, None, :]).any(-1).sum(-1)  # (N, L, S−1)
+    eor_layer = ov.mean((0, 2)) / K
+    counts = np.stack([np.bincount(topk[:, l].ravel(), minlength=E) for l in range(L)])
+    load = counts / counts.sum(1, keepdims=True)
+    ent = -(load * np.log(np.clip(load, 1e-12, None))).sum(1) / np.log(E)
+    cv = load.std(1) / load.mean(1)
+    distinct = np.mean([[len(np.unique(topk[n, l])) for l in range(L)] for n in range(N)])
+    # domain switch vs within-domain overlap
+    # the trace's `dom` is the domain of each *target* character (input position p + 1), so the
+    # pair of input positions (t−1, t) is dom[t−2], dom[t−1]; the pair t = 1 has no label
+    dom = tr["dom"]
+    same = (dom[:, :S - 2] == dom[:, 1:S - 1])[:, None, :].repeat(L, 1)
+    ov2 = ov[:, :, 1:]
+    eor_within = float(ov2[same].mean() / K) if same.any() else float("nan")
+    eor_switch = float(ov2[~same].mean() / K) if (~same).any() else float("nan")
+    sim, viol, gap_ck = {}, 0, 0.0
+    n_sim = min(cfg.n_sim_docs, N)
+    for pol in cfg.policies:
+        for cap in cfg.capacities:
+            f = []
+            for n in range(n_sim):
+                for l in range(L):
+                    m = C.simulate(topk[n, l], cap, pol, cfg.backend)
+                    steady = m[1:].mean()
+                    f.append(steady)
+                    if pol == "lru":
+                        b = C.bound(topk[n, l])
+                        viol += int(steady > b + 1e-9)
+                        if cap == K:
+                            gap_ck = max(gap_ck, abs(b - steady))
+            sim[f"{pol}@{cap}"] = float(np.mean(f))
+    return {"eor": float(eor_layer.mean()), "eor_per_layer": eor_layer.tolist(),
+            "eor_within_domain": eor_within, "eor_at_switch": eor_switch,
+            "bound_k_1_minus_eor": K * (1 - float(eor_layer.mean())),
+            "entropy_norm": float(ent.mean()), "load_cv": float(cv.mean()),
+            "distinct_per_doc": float(distinct), "ppl": float(tr["ppl"]),
+            "fetch_per_token": sim, "bound_violations": viol, "bound_traces": n_sim * L,
+            "bound_gap_at_c_eq_k": float(gap_ck), "k": K, "n_experts": E}
+
+
+def claim_metrics(per: dict, cfg: AnalysisConfig) -> dict:
+    b, r = per[cfg.base], per[cfg.remoe]
+    K = b["k"]
+    key = f"lru@{K}"
+    if key not in b["fetch_per_token"]:
+        raise InputError(f"config key 'analysis.capacities' must contain K = {K}")
+    out = {
+        "c1_eor_ratio": r["eor"] / b["eor"],
+        "c2_ppl_ratio": r["ppl"] / b["ppl"],
+        "c3_ce_only_eor_ratio": (per[cfg.ce_only]["eor"] / b["eor"]) if cfg.ce_only in per else None,
+        "c4_lru_miss_drop": 1 - r["fetch_per_token"][key] / b["fetch_per_token"][key],
+        "c4_bound_holds_all": all(v["bound_violations"] == 0 for v in per.values()),
+        "c5_distinct_ratio": r["distinct_per_doc"] / b["distinct_per_doc"],
+    }
+    if cfg.no_trust in per:
+        nt = per[cfg.no_trust]
+        out["c2b_no_trust_direction"] = bool(nt["eor"] > r["eor"] and nt["ppl"] > r["ppl"])
+    else:
+        out["c2b_no_trust_direction"] = None
+    return out
+
+
+def table_csv(per: dict, cfg: AnalysisConfig) -> str:
+    cols = ["eor", "eor_within_domain", "eor_at_switch", "ppl", "entropy_norm", "load_cv",
+            "distinct_per_doc", "bound_violations"]
+    sims = sorted({k for v in per.values() for k in v["fetch_per_token"]})
+    lines = ["variant," + ",".join(cols + [f"fetch_{s}" for s in sims])]
+    for name, v in per.items():
+        vals = [v[c] for c in cols] + [v["fetch_per_token"][s] for s in sims]
+        lines.append(name + "," + ",".join(f"{x:.6g}" for x in vals))
+    return "\n".join(lines) + "\n"
+
+
+def make_figure(per: dict, cfg: AnalysisConfig, path: str, caption: str) -> None:
+    from methods.core.plots import figure, save
+
+    fig, (a1, a2) = figure(1, 2, figsize=(9, 3.4))
+    names = list(per)
+    a1.bar(names, [per[n]["eor"] for n in names], color="#1b6ca8")
+    K, E = per[names[0]]["k"], per[names[0]]["n_experts"]
+    a1.axhline(K / E, ls="--", c="gray", lw=1, label=f"random routing K/E = {K / E:.2f}")
+    a1.set_ylabel("EOR (mean over layers)")
+    a1.legend()
+    for i, n in enumerate(names):
+        caps, col = cfg.capacities, f"C{i}"
+        a2.plot(caps, [per[n]["fetch_per_token"][f"lru@{c}"] for c in caps], marker="o", c=col,
+                label=f"{n} LRU")
+        if "belady" in cfg.policies:
+            a2.plot(caps, [per[n]["fetch_per_token"][f"belady@{c}"] for c in caps], ls=":",
+                    marker=".", c=col, label=f"{n} Belady")
+    a2.set_xlabel("cache capacity per layer (experts)")
+    a2.set_ylabel("fetches / token / layer")
+    a2.legend(ncol=2, fontsize=6)
+    save(fig, path, caption)

@@ -1,0 +1,64 @@
+"""Synthetic traces follow the card's patterns; the DAG plans at every scale; a bad key fails
+before any job, naming it."""
+import json
+import random
+
+import pytest
+import yaml
+
+from methods.asag.data import DataConfig, Vocab, build, problem, trace
+from tests.workflow.conftest import ROOT, copy_scales, job_counts, snakemake
+
+
+def test_trace_patterns_and_rates(tmp_path):
+    cfg = DataConfig(n_train=3000, n_test=50, seed=3)
+    build(cfg, tmp_path / "d")
+    rows = [json.loads(l) for l in (tmp_path / "d" / "train.jsonl").read_text().splitlines()]
+    test = [json.loads(l) for l in (tmp_path / "d" / "test.jsonl").read_text().splitlines()]
+    assert not {r["prompt"] for r in rows} & {r["prompt"] for r in test}
+    v = Vocab()
+    for r in rows:
+        assert len(v.encode(r["prompt"] + " " + r["thought"])) <= cfg.max_len
+        boxed = int("".join(r["thought"].split("\\boxed{")[1].split("}")[0].split()))
+        assert boxed == r["final"]
+        assert (boxed != r["answer"]) == r["late_slip"]
+    n = len(rows)
+    # rates are binomial: 3000 draws, ±4 standard errors
+    late = sum(r["late_slip"] for r in rows) / n
+    loop = sum(r["loop"] for r in rows) / n
+    assert abs(loop - 0.1) < 4 * (0.1 * 0.9 / n) ** 0.5
+    assert 0.07 < late < 0.16   # p_late_slip = 0.15 minus traces whose loop jumped / slips that cancel
+    assert all("<jump>" in r["thought"] for r in rows if r["jump"])
+
+
+def test_first_slip_is_fixed_by_the_first_recheck():
+    rng = random.Random(0)
+    cfg = DataConfig(p_first_slip=1.0, p_late_slip=0.0, p_loop=0.0)
+    for _ in range(50):
+        p = problem(rng, 0.3)
+        t, meta = trace(rng, p, cfg)
+        first, second = t.split(" Wait check ")[:2]
+        assert first.split("So ")[1].split(" .")[0] != second.split("So ")[1].split(" .")[0]
+        assert meta["final"] == p["answer"]
+
+
+@pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
+def test_dry_run_job_counts(scale, tmp_path):
+    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["asag"]
+    target = tmp_path / "r" / scale / "asag" / "claims.json"
+    out = snakemake(str(target), "-n", "--quiet", "rules", config={"scale": scale, "results_dir": tmp_path / "r"})
+    n = len(sec["decode"]["policies"])
+    assert n == 7
+    assert job_counts(out.stdout) == {"asag_data": 1, "asag_train": 1, "asag_decode": n, "asag_report": 1, "claims": 1}
+
+
+def test_bad_key_in_section_is_named(tmp_path):
+    scales = copy_scales(tmp_path / "scales")
+    text = (scales / "smoke.yaml").read_text()
+    old = "    window_cap: 64\n"
+    assert text.count(old) == 1
+    (scales / "smoke.yaml").write_text(text.replace(old, "    window_capp: 64\n"))
+    out = snakemake("-n", config={"scale": "smoke", "scales_dir": scales, "results_dir": tmp_path / "r"}, check=False)
+    assert out.returncode != 0
+    msg = [l for l in (out.stdout + out.stderr).splitlines() if l.startswith("invalid config")]
+    assert len(msg) == 1 and "asag.decode" in msg[0] and "smoke.yaml" in msg[0], out.stderr[-2000:]
