@@ -3,7 +3,8 @@ with the same signature, and a dispatcher that picks Triton on CUDA and the refe
 elsewhere (CONVENTIONS 10). Tests run the Triton kernel on CPU under TRITON_INTERPRET=1
 against the reference; benchmarks compare both where a GPU exists.
 
-No paper so far needs a kernel (wd_plasticity uses stock AdamW; its card §7 says so).
+Kernels so far: `quant` (LFQ's group-wise weight quantization), `rabitq` (RaBitQCache's
+binary-key × INT4-query score estimate).
 """
 from __future__ import annotations
 

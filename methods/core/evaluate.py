@@ -51,18 +51,20 @@ def export_task(out_dir: str | Path, name: str, data_file: str | Path, kind: str
 
 
 def run_lm_eval(model, tokenizer, tasks: list[str], include_path: str | Path | None,
-                batch_size: int = 64, device: str = "cpu", limit: int | None = None) -> dict:
+                batch_size: int = 64, device: str = "cpu", limit: int | None = None,
+                metadata: dict | None = None) -> dict:
     """Evaluate an in-memory HF model on lm-eval tasks; return lm-eval's JSON-safe results
     dict. With `include_path`, only our exported tasks there are visible; with None, lm-eval's
-    registered tasks (paper scale: `arithmetic`, `wikitext`, ...)."""
+    registered tasks (paper scale: `arithmetic`, `wikitext`, ...). `metadata` goes to the
+    TaskManager (RULER reads `max_seq_lengths` there)."""
     import lm_eval
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, device=device,
               max_length=model.config.max_position_embeddings)
-    tm = (TaskManager() if include_path is None
-          else TaskManager(include_path=str(include_path), include_defaults=False))
+    tm = (TaskManager(metadata=metadata) if include_path is None
+          else TaskManager(include_path=str(include_path), include_defaults=False, metadata=metadata))
     t0 = time.perf_counter()
     out = lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=tm, log_samples=False,
                                   limit=limit, bootstrap_iters=0, random_seed=0,

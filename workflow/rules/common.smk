@@ -261,3 +261,26 @@ def rm_ckpts(scale):
         raise WorkflowError("remoe.variants: names must be unique and not 'base'")
     return [f"{RESULTS}/{scale}/remoe/ckpt/base.pt"] + [
         f"{RESULTS}/{scale}/remoe/ckpt/finetuned/{n}.pt" for n in names]
+
+
+# ---- rabitqcache (workflow/rules/rabitqcache.smk) ----
+def rq(scale, *keys):
+    return hp(scale, "rabitqcache", *keys)
+
+
+def rq_estimator_cfg(scale):
+    """The estimator section plus the region boundaries of the method (skipped layers, I)."""
+    m = rq(scale, "method")
+    return {**rq(scale, "estimator"), "min_layer": m["skip_layers"], "interval": m["quantize_interval"]}
+
+
+def rq_lm_eval_cfg(scale):
+    """lm-eval section: tasks etc. plus the method settings with its own Top-p."""
+    lm = rq(scale, "lm_eval")
+    return {"method": {**rq(scale, "method"), "top_p": lm["top_p"]}, "tasks": lm["tasks"],
+            "limit": lm["limit"], "batch_size": lm["batch_size"], "metadata": lm["metadata"]}
+
+
+def rq_lm_eval(scale):
+    """Paper scale: one lm-eval file; none where `lm_eval.tasks` is empty."""
+    return [f"{RESULTS}/{scale}/rabitqcache/lm_eval.json"] if rq(scale, "lm_eval", "tasks") else []

@@ -1,0 +1,237 @@
+"""DAG steps that run the model (card §5): capture decode-time q/K/V, sparse evaluation with
+generation running through `SparseAttention`, and (paper scale) lm-eval tasks with it.
+
+Decoding protocol: the prompt minus its last `tail_steps` tokens is prefilled densely; those
+tokens (the end of the filler and the query "value of key X ?") are fed one per decode step,
+then the answer is generated, so every answer digit and the prompt's tail are predicted by
+decode steps that go through the sparse path (with a full prefill the first digit would come
+from dense prefill attention). Next-token agreement and KL to dense cover all those steps.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from methods.core.results import InputError, read_jsonl
+
+from .attention import SparseAttention, SparseConfig, aggregate
+
+
+@dataclass
+class CaptureConfig:
+    n_prompts: int = 16
+    n_steps: int = 5              # decode steps: the last prompt token + n_steps − 1 generated
+    batch_size: int = 16
+    layers: list[int] | None = None   # layers to keep (None: all); paper scale keeps a few
+
+
+@dataclass
+class SparseEvalConfig:
+    method: SparseConfig = field(default_factory=SparseConfig)   # shared settings (I, skip, page, ...)
+    n_prompts: int = 64
+    batch_size: int = 16
+    top_ps: list[float] = field(default_factory=lambda: [0.65, 0.75, 0.85, 0.95])
+    ref_p: float = 0.85           # the p of the ablations (float query, no centring)
+    tail_steps: int = 8           # the prompt's last tokens decoded (teacher-forced) through the sparse path
+
+    def __post_init__(self):
+        if self.tail_steps < 1:
+            raise InputError(f"config key 'tail_steps' must be ≥ 1, got {self.tail_steps}")
+        if self.ref_p not in self.top_ps:
+            raise InputError(f"config key 'ref_p' {self.ref_p} must be one of top_ps {self.top_ps}")
+
+
+@dataclass
+class LmEvalConfig:
+    method: SparseConfig = field(default_factory=SparseConfig)
+    tasks: list[str] = field(default_factory=list)
+    limit: int | None = None
+    batch_size: int = 1
+    metadata: dict | None = None  # TaskManager metadata (RULER: {"max_seq_lengths": [...]})
+    include_path: str | None = None   # a folder of task YAMLs instead of lm-eval's registry (tests)
+
+
+def _prompts(data: str | Path, tokenizer, n: int, batch_size: int):
+    """Batches of (ids [B, L], answer ids [B, n_digits]) of equal-length prompts."""
+    recs = read_jsonl(Path(data) / "eval.jsonl")[:n]
+    if not recs:
+        raise InputError(f"no evaluation prompts in {data}")
+    enc = [(tokenizer(r["prompt"], add_special_tokens=False)["input_ids"],
+            tokenizer(r["answer"], add_special_tokens=False)["input_ids"]) for r in recs]
+    batches, i = [], 0
+    while i < len(enc):  # consecutive prompts of equal token length share a batch (no padding)
+        j = i + 1
+        while j < len(enc) and j - i < batch_size and len(enc[j][0]) == len(enc[i][0]) \
+                and len(enc[j][1]) == len(enc[i][1]):
+            j += 1
+        batches.append((torch.tensor([e[0] for e in enc[i:j]]), torch.tensor([e[1] for e in enc[i:j]])))
+        i = j
+    return batches
+
+
+@torch.no_grad()
+def prefill(model, ids, n_tail: int = 1):
+    """Dense prefill of the prompt without its last `n_tail` tokens; returns the cache."""
+    return model(input_ids=ids[:, :-n_tail], use_cache=True).past_key_values
+
+
+@torch.no_grad()
+def decode(model, ctl: SparseAttention, cache, inputs, n_gen: int):
+    """Decode steps from the cache: the tokens `inputs` [B, T] are fed one per step (teacher
+    forcing), then the model's own greedy tokens until `n_gen` tokens have been generated after
+    the last input. Returns the greedy prediction of every step [B, T + n_gen − 1] (the last
+    n_gen are the generation) and the logits [B, T + n_gen − 1, V]."""
+    preds, out = [], []
+    for t in range(inputs.shape[1] + n_gen - 1):
+        ctl.step = t
+        tok = inputs[:, t:t + 1] if t < inputs.shape[1] else preds[-1]
+        logits = model(input_ids=tok, cache=cache, use_cache=True).logits[:, -1].float()
+        preds.append(logits.argmax(-1, keepdim=True))
+        out.append(logits)
+    return torch.cat(preds, 1), torch.stack(out, 1)
+
+
+def capture(cfg: CaptureConfig, model_dir, data_dir, method: SparseConfig) -> dict:
+    """Per layer: q [P, S, H, D], K/V [P, H, L, D] (post-RoPE, GQA-repeated), dense decode
+    probabilities [P, S, H, L] (zero beyond each step's length), and the prefill centroids."""
+    from methods.core.models import load_model
+
+    model, tok = load_model(model_dir)
+    ctl = SparseAttention(model, dataclasses.replace(method, method="dense", skip_layers=0), capture=True)
+    ctl.capture_layers = None if cfg.layers is None else set(cfg.layers)
+    per_layer: dict[int, dict[str, list]] = {}
+    for ids, _ in _prompts(data_dir, tok, cfg.n_prompts, cfg.batch_size):
+        ctl.captured = {}
+        decode(model, ctl, prefill(model, ids), ids[:, -1:], cfg.n_steps)
+        for layer, c in ctl.captured.items():
+            d = per_layer.setdefault(layer, {"q": [], "k": [], "v": [], "probs": [], "c_q": [], "c_k": []})
+            lk = c["k"].shape[2]
+            d["q"].append(torch.stack(c["q"], 1))
+            d["probs"].append(torch.stack([torch.nn.functional.pad(p, (0, lk - p.shape[-1])) for p in c["probs"]], 1))
+            for key in ("k", "v", "c_q", "c_k"):
+                d[key].append(c[key])
+    return {layer: {k: torch.cat(v) for k, v in d.items()} for layer, d in per_layer.items()}
+
+
+def save_capture(cap: dict, path) -> None:
+    import numpy as np
+
+    from methods.core.results import atomic_path
+
+    arrays = {f"l{layer}_{k}": v.numpy() for layer, d in cap.items() for k, v in d.items()}
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
+
+def load_capture(path) -> dict:
+    import numpy as np
+
+    if not Path(path).is_file():
+        raise InputError(f"missing capture file: {path}")
+    cap: dict[int, dict] = {}
+    with np.load(path) as z:
+        for name in z.files:
+            layer, key = name[1:].split("_", 1)
+            cap.setdefault(int(layer), {})[key] = torch.from_numpy(z[name])
+    return cap
+
+
+def _variants(cfg: SparseEvalConfig) -> list[tuple[str, SparseConfig]]:
+    """The Top-p runs, in the order they run (the fixed-budget baselines follow per batch)."""
+    m = cfg.method
+    runs = [("dense", dataclasses.replace(m, method="dense"))]
+    for p in cfg.top_ps:
+        runs.append((f"rabitq_p{p:g}", dataclasses.replace(m, method="rabitq", top_p=p)))
+        runs.append((f"int4key_p{p:g}", dataclasses.replace(m, method="int4key", top_p=p)))
+    runs.append((f"rabitq_fpq_p{cfg.ref_p:g}", dataclasses.replace(m, method="rabitq", top_p=cfg.ref_p, query_bits=0)))
+    runs.append((f"rabitq_nocenter_p{cfg.ref_p:g}", dataclasses.replace(m, method="rabitq", top_p=cfg.ref_p, center=False)))
+    return runs
+
+
+def _decode_from_prefill(model, ctl, ids, n_tail, cache, snap, inputs, n_gen, record):
+    """Decode one method (ctl.cfg) from the batch's shared prefill: restore the layer states,
+    crop the cache back to the prefill (transformers 5: a negative count removes tokens). The
+    no-centre ablation prefills afresh instead, so its calibration has zero centroids."""
+    ctl.records, ctl.record = [], record
+    if not ctl.cfg.center:
+        return decode(model, ctl, prefill(model, ids, n_tail), inputs, n_gen)
+    ctl.restore(snap)
+    extra = cache.get_seq_length() - (ids.shape[1] - n_tail)
+    if extra > 0:
+        cache.crop(-extra)
+    return decode(model, ctl, cache, inputs, n_gen)
+
+
+def sparse_eval(cfg: SparseEvalConfig, model_dir, data_dir) -> dict:
+    """Every method over the evaluation prompts. Per batch the prefill runs once (calibration,
+    encoded keys and KV cache are the same for every method) and each method decodes from a
+    restored copy, twice: free-running (its own greedy tokens: passkey EM) and teacher-forced
+    on dense attention's tokens (same inputs for every method: recall, budget, output error,
+    I/O, and next-token top-1 agreement and KL(p_dense ‖ p_method)). The fixed-budget
+    baselines (oracle top-k, Quest, random) get, per batch, the mean budget RaBitQ had at each p."""
+    from methods.core.models import load_model
+
+    model, tok = load_model(model_dir)
+    ctl = SparseAttention(model, dataclasses.replace(cfg.method, method="rabitq"), record=True)
+    recs: dict[str, list] = {}
+    stats: dict[str, dict[str, list]] = {}
+    n_tail = cfg.tail_steps
+    for ids, ans in _prompts(data_dir, tok, cfg.n_prompts, cfg.batch_size):
+        ctl.cfg = dataclasses.replace(cfg.method, method="rabitq")
+        cache = prefill(model, ids, n_tail)
+        snap = ctl.snapshot()
+        tail, n_ans = ids[:, -n_tail:], ans.shape[1]
+        runs = list(_variants(cfg))
+        ref = None
+        done = 0
+        while done < len(runs):
+            name, mcfg = runs[done]
+            done += 1
+            ctl.cfg = mcfg
+            args = (model, ctl, ids, n_tail, cache, snap)
+            if ref is None:  # dense runs first: its tokens and logits are the reference
+                preds, logits = _decode_from_prefill(*args, tail, n_ans, True)
+                ref, ref_logits, forced_preds = preds, logits, preds
+            else:
+                preds, _ = _decode_from_prefill(*args, tail, n_ans, False)
+                # teacher-forced on dense's generated tokens: every method sees the same inputs
+                forced_preds, logits = _decode_from_prefill(*args, torch.cat([tail, ref[:, n_tail - 1:-1]], 1), 1,
+                                                            True)
+            gen = preds[:, n_tail - 1:]
+            recs.setdefault(name, []).extend(ctl.records)
+            lp, lq = torch.log_softmax(ref_logits, -1), torch.log_softmax(logits, -1)
+            st = stats.setdefault(name, {"em": [], "agree": [], "kl": []})
+            st["em"].append((gen == ans).all(1).float())
+            st["agree"].append((forced_preds == ref).float().flatten())
+            st["kl"].append((lp.exp() * (lp - lq)).sum(-1).flatten())
+            if name.startswith("rabitq_p"):
+                p = name[len("rabitq_p"):]
+                frac = aggregate(ctl.records)["budget"]
+                for base in ("oracle", "quest", "random"):
+                    runs.append((f"{base}_at_p{p}", dataclasses.replace(cfg.method, method=base, budget=frac)))
+    out = {}
+    for name in recs:
+        st = {k: torch.cat(v) for k, v in stats[name].items()}
+        out[name] = {**aggregate(recs[name]), "em": float(st["em"].mean()), "n_prompts": int(st["em"].numel()),
+                     "top1_agree": float(st["agree"].mean()), "kl": float(st["kl"].mean())}
+    return {"methods": out, "order": list(out)}
+
+
+def lm_eval_sparse(cfg: LmEvalConfig, model_dir) -> dict:
+    """lm-eval tasks (LongBench / RULER at paper scale) with generation through the sparse
+    attention (prefill dense, decode sparse, as in the paper); the recall / budget / I/O of
+    every sparse decode step is aggregated beside lm-eval's results."""
+    from methods.core.evaluate import run_lm_eval
+    from methods.core.models import load_model
+
+    model, tok = load_model(model_dir, dtype=torch.bfloat16 if torch.cuda.is_available() else None)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device)
+    ctl = SparseAttention(model, cfg.method, record=True)
+    res = run_lm_eval(model, tok, cfg.tasks, cfg.include_path, batch_size=cfg.batch_size, device=device,
+                      limit=cfg.limit, metadata=cfg.metadata)
+    return {**res, "sparse_steps": aggregate(ctl.records)}

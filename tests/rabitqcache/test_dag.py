@@ -1,0 +1,45 @@
+"""The RaBitQCache DAG plans at every scale (lm-eval only where tasks are configured); a bad key
+in its scale section fails before any job, in one line naming the key; a bad step config is a
+one-line error."""
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.workflow.conftest import ROOT, copy_scales, job_counts, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
+def test_dry_run_job_counts(scale, tmp_path):
+    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["rabitqcache"]
+    target = tmp_path / "r" / scale / "rabitqcache" / "claims.json"
+    out = snakemake(str(target), "-n", "--quiet", "rules", config={"scale": scale, "results_dir": tmp_path / "r"})
+    want = {"rabitqcache_data": 1, "rabitqcache_train": 1, "rabitqcache_capture": 1, "rabitqcache_estimator": 1,
+            "rabitqcache_sparse": 1, "rabitqcache_report": 1, "claims": 1}
+    if sec["lm_eval"]["tasks"]:
+        want["rabitqcache_lm_eval"] = 1
+    assert job_counts(out.stdout) == want
+    assert bool(sec["lm_eval"]["tasks"]) == (scale == "paper")   # LongBench / RULER at paper scale only
+
+
+def test_bad_key_in_section_is_named(tmp_path):
+    scales = copy_scales(tmp_path / "scales")
+    text = (scales / "smoke.yaml").read_text()
+    old = "  estimator: {rotations: 20,"
+    assert text.count(old) == 1
+    (scales / "smoke.yaml").write_text(text.replace(old, "  estimator: {rotation: 20,", 1))
+    out = snakemake("-n", config={"scale": "smoke", "scales_dir": scales, "results_dir": tmp_path / "r"}, check=False)
+    assert out.returncode != 0
+    msg = [l for l in (out.stdout + out.stderr).splitlines() if l.startswith("invalid config")]
+    assert len(msg) == 1 and "rabitqcache.estimator" in msg[0] and "smoke.yaml" in msg[0], out.stderr[-2000:]
+
+
+def test_bad_step_config_is_one_line(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "methods.rabitqcache", "sparse", "--config",
+                          '{"top_ps": [0.5], "ref_p": 0.85}', "--model", str(tmp_path), "--data", str(tmp_path),
+                          "--out", str(tmp_path / "s.json")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "ref_p" in out.stderr, out.stderr

@@ -1,0 +1,1 @@
+# dibjudge: placeholder; the rules land with the paper (methods/dibjudge/).

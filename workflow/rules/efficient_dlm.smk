@@ -1,0 +1,1 @@
+# efficient_dlm: placeholder; the rules land with the paper (methods/efficient_dlm/).

@@ -1,0 +1,1 @@
+# pid: placeholder; the rules land with the paper (methods/pid/).

@@ -1,0 +1,193 @@
+# RaBitQCache (ICML 2026, arXiv 2606.31519): passkey / multi-key retrieval data, a tiny Llama
+# (paper scale: the hub model), captured decode-time q/K/V, RaBitQ estimator statistics,
+# generation through the sparse attention for every selector, lm-eval tasks with it (paper
+# scale), table/figure and claims (methods/rabitqcache/, kernels/rabitq.py).
+RQ = f"{RESULTS}/{{scale}}/rabitqcache"
+RQ_KERNEL = ["kernels/__init__.py", "kernels/rabitq.py"]
+RQ_ATTN = ("attention", "rabitq", "selection", "run")
+
+
+rule rabitqcache_data:
+    """Passkey / multi-key retrieval texts (train) and prompts (eval), word-level tokenizer."""
+    input:
+        code=code("rabitqcache", "data", "core.tokenizer"),
+    output:
+        directory(f"{RQ}/data"),
+    log:
+        f"{RQ}/logs/data.log",
+    benchmark:
+        f"{RQ}/benchmarks/rabitqcache_data.tsv"
+    params:
+        cfg=lambda wc: as_json(rq(wc.scale, "data")),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.rabitqcache data --config {params.cfg:q} --out {output} > {log} 2>&1"
+
+
+rule rabitqcache_train:
+    """The tiny retrieval Llama (2 heads × 64); paper scale: the hub model, copied."""
+    input:
+        data=f"{RQ}/data",
+        code=code("rabitqcache", "base", "core.train", "core.models", "core.data", "core.tokenizer"),
+    output:
+        directory(f"{RQ}/models/base"),
+    log:
+        f"{RQ}/logs/train.log",
+    benchmark:
+        f"{RQ}/benchmarks/rabitqcache_train.tsv"
+    params:
+        cfg=lambda wc: as_json(rq(wc.scale, "base")),
+    threads: 2
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+        gpu=res("gpu"),
+    shell:
+        "python -m methods.rabitqcache train --config {params.cfg:q} --data {input.data} --out {output} "
+        "--threads {threads} > {log} 2>&1"
+
+
+rule rabitqcache_capture:
+    """Decode-time post-RoPE q/K/V, dense probabilities and prefill centroids per layer."""
+    input:
+        model=f"{RQ}/models/base",
+        data=f"{RQ}/data",
+        code=code("rabitqcache", *RQ_ATTN, "core.models") + RQ_KERNEL,
+    output:
+        f"{RQ}/capture.npz",
+    log:
+        f"{RQ}/logs/capture.log",
+    benchmark:
+        f"{RQ}/benchmarks/rabitqcache_capture.tsv"
+    params:
+        cfg=lambda wc: as_json({**rq(wc.scale, "capture"), "method": rq(wc.scale, "method")}),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+        gpu=res("gpu"),
+    shell:
+        "python -m methods.rabitqcache capture --config {params.cfg:q} --model {input.model} "
+        "--data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+
+
+rule rabitqcache_estimator:
+    """Bias over random rotations, RMSE (centred vs not, FP vs INT4 query), bound coverage."""
+    input:
+        capture=f"{RQ}/capture.npz",
+        code=code("rabitqcache", "stats", "rabitq", "run", "attention", "selection") + RQ_KERNEL,
+    output:
+        f"{RQ}/estimator.json",
+    log:
+        f"{RQ}/logs/estimator.log",
+    benchmark:
+        f"{RQ}/benchmarks/rabitqcache_estimator.tsv"
+    params:
+        cfg=lambda wc: as_json(rq_estimator_cfg(wc.scale)),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.rabitqcache estimator --config {params.cfg:q} --capture {input.capture} "
+        "--out {output} --threads {threads} > {log} 2>&1"
+
+
+rule rabitqcache_sparse:
+    """Generation through dense, RaBitQ Top-p at several p, INT4-key Top-p, and oracle top-k,
+    Quest, random at RaBitQ's budgets: recall, budget, output error, I/O, passkey EM."""
+    input:
+        model=f"{RQ}/models/base",
+        data=f"{RQ}/data",
+        code=code("rabitqcache", *RQ_ATTN, "core.models") + RQ_KERNEL,
+    output:
+        f"{RQ}/sparse.json",
+    log:
+        f"{RQ}/logs/sparse.log",
+    benchmark:
+        f"{RQ}/benchmarks/rabitqcache_sparse.tsv"
+    params:
+        cfg=lambda wc: as_json({**rq(wc.scale, "sparse"), "method": rq(wc.scale, "method")}),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+        gpu=res("gpu"),
+    shell:
+        "python -m methods.rabitqcache sparse --config {params.cfg:q} --model {input.model} "
+        "--data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+
+
+rule rabitqcache_lm_eval:
+    """Paper scale: lm-eval tasks (LongBench / RULER) with the sparse attention attached."""
+    input:
+        model=f"{RQ}/models/base",
+        code=code("rabitqcache", *RQ_ATTN, "core.models", "core.evaluate") + RQ_KERNEL,
+    output:
+        f"{RQ}/lm_eval.json",
+    log:
+        f"{RQ}/logs/lm_eval.log",
+    benchmark:
+        f"{RQ}/benchmarks/rabitqcache_lm_eval.tsv"
+    params:
+        cfg=lambda wc: as_json(rq_lm_eval_cfg(wc.scale)),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+        gpu=res("gpu"),
+    shell:
+        "python -m methods.rabitqcache lm_eval --config {params.cfg:q} --model {input.model} "
+        "--out {output} --threads {threads} > {log} 2>&1"
+
+
+rule rabitqcache_report:
+    """Table, claim metrics (summary.json) and the budget-vs-recall / accuracy-vs-p figure."""
+    input:
+        estimator=f"{RQ}/estimator.json",
+        sparse=f"{RQ}/sparse.json",
+        lm_eval=lambda wc: rq_lm_eval(wc.scale),
+        code=code("rabitqcache", "analysis", "core.plots"),
+    output:
+        table=f"{RQ}/table.csv",
+        summary=f"{RQ}/summary.json",
+        figure=report(
+            f"{RQ}/figures/budget_vs_recall.png",
+            caption="../report/rabitqcache.rst",
+            category="rabitqcache",
+            labels={"scale": "{scale}", "figure": "budget vs recall, accuracy vs p"},
+        ),
+    log:
+        f"{RQ}/logs/report.log",
+    benchmark:
+        f"{RQ}/benchmarks/rabitqcache_report.tsv"
+    params:
+        cfg=lambda wc: as_json({"ref_p": rq(wc.scale, "sparse", "ref_p")}),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.rabitqcache report --config {params.cfg:q} --estimator {input.estimator} "
+        "--sparse {input.sparse} --lm-eval {input.lm_eval} --table {output.table} "
+        "--summary {output.summary} --figure {output.figure} > {log} 2>&1"
+
+
+FIGURES["rabitqcache"] = lambda scale: [f"{RESULTS}/{scale}/rabitqcache/figures/budget_vs_recall.png"]
