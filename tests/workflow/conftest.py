@@ -50,6 +50,28 @@ def copy_scales(dst: Path) -> Path:
     return dst
 
 
+def config_error(out: subprocess.CompletedProcess) -> str:
+    """The one `invalid config ...` line of a run that must fail on its config (asserts the
+    failure and that there is exactly one such line)."""
+    assert out.returncode != 0, out.stdout[-2000:]
+    msg = [l for l in (out.stdout + out.stderr).splitlines() if l.startswith("invalid config")]
+    assert len(msg) == 1, out.stderr[-2000:]
+    return msg[0]
+
+
+def bad_scale_edit(tmp_path: Path, old: str, new: str) -> str:
+    """Dry-run the smoke DAG with the first `old` replaced by `new` in a copy of smoke.yaml;
+    return the one-line config error, which must name smoke.yaml."""
+    scales = copy_scales(tmp_path / "scales")
+    text = (scales / "smoke.yaml").read_text()
+    assert old in text, old
+    (scales / "smoke.yaml").write_text(text.replace(old, new, 1))
+    out = snakemake("-n", config={"scale": "smoke", "scales_dir": scales, "results_dir": tmp_path / "r"}, check=False)
+    msg = config_error(out)
+    assert "smoke.yaml" in msg, msg
+    return msg
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """The whole smoke DAG, once per session, in a temporary results/reports root."""

@@ -4,7 +4,7 @@ import re
 import pytest
 import yaml
 
-from .conftest import ROOT, copy_scales, job_counts, snakemake
+from .conftest import ROOT, bad_scale_edit, config_error, job_counts, snakemake
 
 
 @pytest.mark.parametrize("scale,n_pretrain", [("smoke", 4), ("tiny", 12), ("paper", 6)])
@@ -33,9 +33,7 @@ def test_lint_is_clean():
 ])
 def test_bad_run_config_fails_before_any_job(override, key, tmp_path):
     out = snakemake("-n", config={"results_dir": tmp_path, **override}, check=False)
-    assert out.returncode != 0
-    msg = [l for l in (out.stdout + out.stderr).splitlines() if l.startswith("invalid config")]
-    assert len(msg) == 1 and key in msg[0], out.stderr[-2000:]
+    assert key in config_error(out)
     assert not any(tmp_path.iterdir())
 
 
@@ -47,14 +45,7 @@ def test_bad_run_config_fails_before_any_job(override, key, tmp_path):
      "'wd_plasticity.pretrain.train.optimizer'"),
 ])
 def test_bad_scale_file_names_the_key(edit, key, tmp_path):
-    scales = copy_scales(tmp_path / "scales")
-    text = (scales / "smoke.yaml").read_text()
-    assert edit[0] in text
-    (scales / "smoke.yaml").write_text(text.replace(edit[0], edit[1], 1))
-    out = snakemake("-n", config={"scale": "smoke", "scales_dir": scales, "results_dir": tmp_path / "r"}, check=False)
-    assert out.returncode != 0
-    msg = [l for l in (out.stdout + out.stderr).splitlines() if l.startswith("invalid config")]
-    assert len(msg) == 1 and key in msg[0] and "smoke.yaml" in msg[0], out.stderr[-2000:]
+    assert key in bad_scale_edit(tmp_path, *edit)
 
 
 def test_scale_files_share_their_keys():

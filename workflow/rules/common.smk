@@ -284,3 +284,58 @@ def rq_lm_eval_cfg(scale):
 def rq_lm_eval(scale):
     """Paper scale: one lm-eval file; none where `lm_eval.tasks` is empty."""
     return [f"{RESULTS}/{scale}/rabitqcache/lm_eval.json"] if rq(scale, "lm_eval", "tasks") else []
+
+
+# ---- rl_sgd (workflow/rules/rl_sgd.smk) ----
+def rs(scale, *keys):
+    return hp(scale, "rl_sgd", *keys)
+
+
+def rs_run_keys(scale):
+    """(width, optimizer, lr, seed) of every GRPO run: the AdamW and SGD grids at every width
+    (all seeds at the widest, the first seed elsewhere) and the ablations at the widest."""
+    widths, seeds = sorted(rs(scale, "widths")), rs(scale, "seeds")
+    keys = [(w, o, lr, s) for w in widths for o in ("adamw", "sgd") for lr in rs(scale, "grid", o)
+            for s in (seeds if w == widths[-1] else seeds[:1])]
+    keys += [(widths[-1], o, lr, seeds[0]) for o, lr in sorted(rs(scale, "ablation").items())]
+    return keys
+
+
+def rs_runs(scale):
+    return [f"{RESULTS}/{scale}/rl_sgd/runs/d{w}_{o}_lr{fmt(lr)}_s{s}" for w, o, lr, s in rs_run_keys(scale)]
+
+
+def rs_bases(scale):
+    return [f"{RESULTS}/{scale}/rl_sgd/base/d{w}" for w in sorted(rs(scale, "widths"))]
+
+
+def rs_warm_cfg(scale):
+    return {**rs(scale, "warmstart"), "widths": rs(scale, "widths")}
+
+
+def rs_analysis_cfg(scale):
+    return {**rs(scale, "analysis"), "widths": rs(scale, "widths"), "grid": rs(scale, "grid"),
+            "ablation": rs(scale, "ablation")}
+
+
+# ---- verbalized_sampling (workflow/rules/verbalized_sampling.smk) ----
+def vs(scale, *keys):
+    return hp(scale, "verbalized_sampling", *keys)
+
+
+# ---- pid (workflow/rules/pid.smk) ----
+def pid(scale, *keys):
+    return hp(scale, "pid", *keys)
+
+
+def pid_models(scale):
+    """One model file per VL mixture weighting, plus the omni (tri-modal) model."""
+    return [f"{RESULTS}/{scale}/pid/models/{m}.pt" for m in [*sorted(pid(scale, "train", "mixes")), "omni"]]
+
+
+def pid_data_cfg(scale):
+    return {**pid(scale, "data"), "hub": pid(scale, "hub")}
+
+
+def pid_reweight_cfg(scale):
+    return {k: pid(scale, k) for k in ("train", "pid", "reweight")}

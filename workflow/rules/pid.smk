@@ -1,1 +1,180 @@
-# pid: placeholder; the rules land with the paper (methods/pid/).
+# PID for MLLMs (arXiv 2606.00959): generated bimodal / tri-modal items, a tiny fusion model
+# trained under several mixture weightings (3 checkpoints each) and a vision-dominant omni model,
+# decisions under calibrated modality masking, decision-level BATCH PID, the vision-masking
+# intervention, PID-guided reweighting, table, figures and claims C1–C4 (methods/pid/).
+PD = f"{RESULTS}/{{scale}}/pid"
+
+
+wildcard_constraints:
+    pid_mix="[a-z_]+",
+
+
+rule pid_data:
+    """Bimodal (RED, U_TXT, U_VIS, SYN) and tri-modal AV items: train / profile / test."""
+    input:
+        code=code("pid", "synth"),
+    output:
+        f"{PD}/data.npz",
+    log:
+        f"{PD}/logs/data.log",
+    benchmark:
+        f"{PD}/benchmarks/pid_data.tsv"
+    params:
+        cfg=lambda wc: as_json(pid_data_cfg(wc.scale)),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.pid data --config {params.cfg:q} --out {output} > {log} 2>&1"
+
+
+rule pid_train:
+    """One fusion model under one mixture weighting (or the omni model), saving every checkpoint."""
+    input:
+        data=f"{PD}/data.npz",
+        code=code("pid", "run", "synth", "estimators"),
+    output:
+        f"{PD}/models/{{pid_mix}}.pt",
+    log:
+        f"{PD}/logs/train/{{pid_mix}}.log",
+    benchmark:
+        f"{PD}/benchmarks/pid_train__{{pid_mix}}.tsv"
+    params:
+        cfg=lambda wc: as_json(pid(wc.scale, "train")),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+        gpu=res("gpu"),
+    shell:
+        "python -m methods.pid train --config {params.cfg:q} --mix {wildcards.pid_mix} --data {input.data} "
+        "--out {output} --threads {threads} > {log} 2>&1"
+
+
+rule pid_decide:
+    """Decisions p(y|v,t), p(y|v), p(y|t) by calibrated masking; accuracy with vision masked."""
+    input:
+        data=f"{PD}/data.npz",
+        models=lambda wc: pid_models(wc.scale),
+        code=code("pid", "run", "synth", "estimators"),
+    output:
+        decisions=f"{PD}/decisions.npz",
+        interventions=f"{PD}/interventions.json",
+    log:
+        f"{PD}/logs/decide.log",
+    benchmark:
+        f"{PD}/benchmarks/pid_decide.tsv"
+    params:
+        cfg=lambda wc: as_json(pid(wc.scale, "train")),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+        gpu=res("gpu"),
+    shell:
+        "python -m methods.pid decide --config {params.cfg:q} --data {input.data} --models {input.models} "
+        "--out {output.decisions} --interventions {output.interventions} --threads {threads} > {log} 2>&1"
+
+
+rule pid_pid:
+    """BATCH PID of every configuration's decisions (Sensory PID for the omni model)."""
+    input:
+        data=f"{PD}/data.npz",
+        decisions=f"{PD}/decisions.npz",
+        code=code("pid", "run", "synth", "estimators"),
+    output:
+        f"{PD}/pid.json",
+    log:
+        f"{PD}/logs/pid.log",
+    benchmark:
+        f"{PD}/benchmarks/pid_pid.tsv"
+    params:
+        cfg=lambda wc: as_json(pid(wc.scale, "pid")),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.pid pid --config {params.cfg:q} --data {input.data} --decisions {input.decisions} "
+        "--out {output} --threads {threads} > {log} 2>&1"
+
+
+rule pid_reweight:
+    """PID-guided reweighted fine-tuning of the last layers vs uniform and random weights."""
+    input:
+        data=f"{PD}/data.npz",
+        models=lambda wc: pid_models(wc.scale),
+        code=code("pid", "run", "synth", "estimators"),
+    output:
+        f"{PD}/reweight.json",
+    log:
+        f"{PD}/logs/reweight.log",
+    benchmark:
+        f"{PD}/benchmarks/pid_reweight.tsv"
+    params:
+        cfg=lambda wc: as_json(pid_reweight_cfg(wc.scale)),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+        gpu=res("gpu"),
+    shell:
+        "python -m methods.pid reweight --config {params.cfg:q} --data {input.data} --models {input.models} "
+        "--out {output} --threads {threads} > {log} 2>&1"
+
+
+rule pid_aggregate:
+    """Claim metrics (summary.json), table, PID profiles and synergy-vs-sensitivity figures."""
+    input:
+        pid=f"{PD}/pid.json",
+        interventions=f"{PD}/interventions.json",
+        reweight=f"{PD}/reweight.json",
+        code=code("pid", "analysis", "core.plots"),
+    output:
+        summary=f"{PD}/summary.json",
+        table=f"{PD}/table.md",
+        profiles=report(
+            f"{PD}/figures/pid_profiles.png",
+            caption="../report/pid.rst",
+            category="pid",
+            labels={"scale": "{scale}", "figure": "PID profile per task family"},
+        ),
+        synergy=report(
+            f"{PD}/figures/synergy_vs_delta.png",
+            caption="../report/pid.rst",
+            category="pid",
+            labels={"scale": "{scale}", "figure": "synergy vs vision-masking sensitivity"},
+        ),
+    log:
+        f"{PD}/logs/aggregate.log",
+    benchmark:
+        f"{PD}/benchmarks/pid_aggregate.tsv"
+    params:
+        cfg=lambda wc: as_json(pid(wc.scale, "analysis")),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.pid aggregate --config {params.cfg:q} --pid {input.pid} "
+        "--interventions {input.interventions} --reweight {input.reweight} --summary {output.summary} "
+        "--table {output.table} --fig_profiles {output.profiles} --fig_synergy {output.synergy} > {log} 2>&1"
+
+
+FIGURES["pid"] = lambda scale: [
+    f"{RESULTS}/{scale}/pid/figures/pid_profiles.png",
+    f"{RESULTS}/{scale}/pid/figures/synergy_vs_delta.png",
+]

@@ -1,0 +1,187 @@
+"""CLI of the PID study (decision-level partial information decomposition): one sub-command
+per DAG step.
+
+    python -m methods.pid <step> --config '<json>' [files...]
+
+`--config` is the step's section of `config/scales/<scale>.yaml` (as JSON).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+from pathlib import Path
+
+from methods.core import cli
+from methods.core.config import from_dict, from_json
+from methods.core.results import InputError, atomic_path, read_json, write_json, write_metrics
+
+
+def _save_npz(path, tree: dict):
+    import numpy as np
+
+    flat = {f"{a}/{b}": v for a, d in tree.items() for b, v in d.items()}
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, **flat)
+
+
+def _load_npz(path) -> dict:
+    import numpy as np
+
+    if not Path(path).is_file():
+        raise InputError(f"missing input file: {path}")
+    out: dict = {}
+    with np.load(path, allow_pickle=False) as z:
+        for k in z.files:
+            a, b = k.split("/", 1)
+            out.setdefault(a, {})[b] = z[k]
+    return out
+
+
+def _data(a):
+    from .synth import DataConfig, build
+
+    cfg = from_json(DataConfig, a.config, "data")
+    if any(cfg.hub.get(k) for k in ("vl_models", "omni_models")):
+        raise InputError("data: hub.vl_models/omni_models are set (paper scale): decisions of real MLLMs need an "
+                         "lmms-eval backend that this harness does not have yet (see methods/pid/README.md)")
+    d = build(cfg)
+    _save_npz(a.out, d)
+    print(f"data: { {k: len(v['y']) for k, v in d.items()} }", file=sys.stderr)
+
+
+def _train_cfg(a):
+    from .run import TrainConfig
+
+    cfg = from_json(TrainConfig, a.config, "train")
+    return cfg
+
+
+def _train(a):
+    import torch
+
+    cli.set_threads(a.threads)
+    cfg = _train_cfg(a)
+    if a.mix != "omni" and a.mix not in cfg.mixes:
+        raise InputError(f"train: unknown mix '{a.mix}' (train.mixes: {', '.join(cfg.mixes)})")
+    from .run import train_mix
+
+    states = train_mix(cfg, _load_npz(a.data), a.mix)
+    with atomic_path(a.out) as tmp:
+        torch.save(states, tmp)
+
+
+def _decide(a):
+    import numpy as np
+    import torch
+
+    from .run import decisions, load
+
+    cli.set_threads(a.threads)
+    cfg = _train_cfg(a)
+    data = _load_npz(a.data)
+    dec, rows = {}, []
+    for path in a.models:
+        mix = Path(path).stem
+        omni = mix == "omni"
+        states = torch.load(path, weights_only=True)
+        for ck, st in states.items():
+            d = decisions(cfg, load(cfg, st, omni), data["av_profile" if omni else "profile"],
+                          data["av_test" if omni else "test"], omni)
+            name = f"{mix}_{ck}"
+            dec[name] = {k: d[k] for k in ("p_full", "p_1", "p_2")}
+            rows.append({"config": name, "mix": mix, "checkpoint": ck,
+                         **{k: v for k, v in d.items() if not isinstance(v, np.ndarray)}})
+    _save_npz(a.out, dec)
+    write_metrics(a.interventions, {"configs": rows}, json.loads(a.config))
+
+
+def _pid(a):
+    from .run import PIDConfig, pid_of
+
+    cli.set_threads(a.threads)
+    pc = from_json(PIDConfig, a.config, "pid")
+    data, dec = _load_npz(a.data), _load_npz(a.decisions)
+    t0 = time.perf_counter()
+    missing = sorted(set(pc.family_configs) - set(dec))
+    if missing:
+        raise InputError(f"pid: family_configs names unknown configuration '{missing[0]}'")
+    out = {name: pid_of(pc, d, data["av_test" if name.startswith("omni") else "test"], name.startswith("omni"),
+                        name in pc.family_configs)
+           for name, d in sorted(dec.items())}
+    write_metrics(a.out, {"pid": out}, json.loads(a.config), pc.seed, time.perf_counter() - t0)
+
+
+def _reweight(a):
+    import numpy as np
+    import torch
+
+    from .run import PIDConfig, ReweightConfig, TrainConfig, finetune, pid_scores, weights_from
+
+    cli.set_threads(a.threads)
+    full = json.loads(a.config)
+    cfg = from_dict(TrainConfig, full.get("train"), "train")
+    pc = from_dict(PIDConfig, full.get("pid"), "pid")
+    rc = from_dict(ReweightConfig, full.get("reweight"), "reweight")
+    mix, _, ck = rc.base.rpartition("_")
+    path = next((p for p in a.models if Path(p).stem == mix), None)
+    if path is None:
+        raise InputError(f"reweight: base '{rc.base}' names no trained mix")
+    states = torch.load(path, weights_only=True)
+    if ck not in states:
+        raise InputError(f"reweight: base '{rc.base}': no checkpoint '{ck}'")
+    data = _load_npz(a.data)
+    items = {k: v[: rc.n_ft] for k, v in data["train"].items()}
+    from .run import load
+
+    base = load(cfg, states[ck], omni=False)
+    sc = pid_scores(pc, base, data["profile"], items)
+    w_pid = weights_from(sc, rc)
+    test = data["test"]
+    syn = test["fam"] == 3
+    res = {"uniform": [], "pid": [], "random": []}
+    for seed in rc.seeds:
+        rng = np.random.default_rng(1000 + seed)
+        for kind, w in (("uniform", np.ones(len(w_pid))), ("pid", w_pid), ("random", rng.permutation(w_pid))):
+            m = finetune(cfg, rc, states[ck], items, w, seed, data["profile"])
+            with torch.no_grad():
+                pred = m(test).argmax(1).numpy()
+            res[kind].append({"seed": seed, "syn_acc": float((pred == test["y"])[syn].mean()),
+                              "acc": float((pred == test["y"]).mean())})
+    gap_items = np.argsort(-sc["gap"])[: rc.top_k]
+    fam = items["fam"][gap_items]
+    write_metrics(a.out, {"runs": res, "gap_family_counts": {f: int((fam == k).sum()) for k, f in
+                                                             enumerate(("RED", "U_TXT", "U_VIS", "SYN"))},
+                          "n_shortcut": int((w_pid == rc.shortcut_weight).sum())}, full)
+
+
+def _aggregate(a):
+    from .analysis import AnalysisConfig, summarize
+
+    cfg = from_json(AnalysisConfig, a.config, "analysis")
+    summarize(cfg, read_json(a.pid)["pid"], read_json(a.interventions)["configs"], read_json(a.reweight),
+              a.summary, a.table, a.fig_profiles, a.fig_synergy)
+
+
+def build_parser():
+    p, sub = cli.subcommands("pid", __doc__.splitlines()[0])
+    step = functools.partial(cli.config_step, sub)
+    step("data", _data, "generate the bimodal and tri-modal items", "out")
+    s = step("train", _train, "train one fusion model under one mixture weighting", "data", "out", threads=True)
+    s.add_argument("--mix", required=True)
+    s = step("decide", _decide, "model decisions under calibrated masking, vision-masking intervention",
+             "data", "out", "interventions", threads=True)
+    s.add_argument("--models", nargs="+", required=True)
+    step("pid", _pid, "BATCH PID of every configuration's decisions", "data", "decisions", "out", threads=True)
+    s = step("reweight", _reweight, "PID-guided reweighted fine-tuning vs uniform and random", "data", "out",
+             threads=True)
+    s.add_argument("--models", nargs="+", required=True)
+    step("aggregate", _aggregate, "summary metrics, table and figures", "pid", "interventions", "reweight",
+         "summary", "table", "fig_profiles", "fig_synergy")
+    return p
+
+
+if __name__ == "__main__":
+    sys.exit(cli.main(build_parser()))

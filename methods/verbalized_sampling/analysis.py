@@ -1,0 +1,162 @@
+"""Metrics table, the C5 SimBackend threshold sweep, claim metrics and the figure."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import metrics as M
+from . import prompts as P
+
+
+@dataclass
+class AnalysisConfig:
+    sim_repeats: int = 20            # prompts per topic in the C5 simulation
+    sim_n: int = 30                  # samples per prompt (N/k VS calls)
+    sim_thresholds: list = field(default_factory=lambda: [-1, 0.2, 0.1, 0.07])
+    bootstrap: int = 2000
+    embed: bool = True               # MiniLM semantic diversity (off only in unit tests)
+    seed: int = 0
+
+
+def metric_rows(samples: dict, world: dict, embedder=None) -> list[dict]:
+    """One row per (model, method): means over topics."""
+    rows = []
+    for model, recs in samples.items():
+        for method in dict.fromkeys(r["method"] for r in recs):
+            rr = [r for r in recs if r["method"] == method]
+            per = []
+            for r in rr:
+                valid, s = world["pool"][r["topic"]], r["samples"]
+                per.append({"validity": M.validity(s, valid),
+                            "unique_valid": M.unique_valid_fraction(s, valid),
+                            "coverage": M.coverage(s, valid),
+                            "kl_to_ref": M.kl_to_reference(s, valid, world["p_ref"][r["topic"]]),
+                            "distinct2_corpus": M.distinct_n_corpus(s, 2),
+                            "distinct2_intra": M.distinct_n_intra(s, 2),
+                            "rouge_l": M.mean_pairwise_rouge_l(s)})
+            row = {"model": model, "method": method, "n_topics": len(rr),
+                   "n_samples": int(np.mean([len(r["samples"]) for r in rr]))}
+            row.update({k: float(np.nanmean([p[k] for p in per])) for k in per[0]})
+            row["unique_valid_per_topic"] = [p["unique_valid"] for p in per]
+            if embedder is not None:
+                row["semantic_diversity"] = M.pooled_semantic_diversity(
+                    [embedder(r["samples"]) for r in rr])
+            rows.append(row)
+    return rows
+
+
+def sim_threshold_sweep(world: dict, cfg: AnalysisConfig) -> list[dict]:
+    """C5: a simulated VS-capable LLM (SimBackend) that, asked for responses with probability
+    below p, samples k items without replacement from q_p ∝ min(pi_ref, p) and verbalises them
+    as JSON. Each prompt goes through messages() -> chat -> parse_verbalized; Coverage-N per
+    prompt is averaged. The expected coverage of iid draws from q_p is reported beside it."""
+    import re
+
+    from methods.core.llm import SimBackend
+
+    k = world["k"]
+
+    def respond(prompt: str, rng) -> str:
+        topic = prompt.rsplit("about ", 1)[1].split()[0].rstrip(".")
+        mt = re.search(r"probability below ([0-9.eE-]+)\.", prompt)
+        p = np.asarray(world["p_ref"][topic])
+        q = np.minimum(p, float(mt.group(1))) if mt else p
+        q = q / q.sum()
+        idx = np.random.default_rng(rng.getrandbits(63)).choice(len(q), k, replace=False, p=q)
+        return json.dumps({"responses": [{"text": world["pool"][topic][i],
+                                          "probability": round(float(q[i]), 3)} for i in idx]})
+
+    sim = SimBackend(respond)
+    chats = -(-cfg.sim_n // k)
+    out = []
+    for thr in cfg.sim_thresholds:
+        convs = [P.messages("vs_standard", f"Tell me a joke about {t}", k=k,
+                            p_threshold=None if thr < 0 else thr)
+                 for t in world["topics"] for _ in range(cfg.sim_repeats)]
+        replies = sim.chat(convs, max_new_tokens=256, temperature=0.7, n=chats, seed=cfg.seed)
+        cov, exp = [], []
+        for ci, rep in enumerate(replies):
+            t = world["topics"][ci // cfg.sim_repeats]
+            texts = [it["text"] for r in rep for it in P.parse_verbalized(r)][:cfg.sim_n]
+            cov.append(M.coverage(texts, world["pool"][t]))
+            p = np.asarray(world["p_ref"][t])
+            q = np.minimum(p, thr) if thr > 0 else p
+            exp.append(M.expected_coverage(q / q.sum(), cfg.sim_n))
+        out.append({"threshold": thr, "coverage": float(np.mean(cov)),
+                    "coverage_se": float(np.std(cov) / np.sqrt(len(cov))),
+                    "expected_coverage_iid": float(np.mean(exp))})
+    return out
+
+
+def claim_metrics(theory: dict, rows: list[dict], gamma_hat: float, sweep: list[dict],
+                  alpha: float, cfg: AnalysisConfig) -> dict:
+    by = {(r["model"], r["method"]): r for r in rows}
+    tab = theory["sharpen"]
+    c1 = max(max(abs(r["gamma_closed_form"] - r["gamma_theory"]),
+                 abs(r["gamma_dpo"] - r["gamma_theory"])) for r in tab)
+    a = theory["alpha"]
+    db, da = by[("base", "direct")], by[("aligned", "direct")]
+    ratio, lo, hi = M.bootstrap_ratio_ci(da["unique_valid_per_topic"], db["unique_valid_per_topic"],
+                                         reps=cfg.bootstrap, seed=cfg.seed)
+    key = "semantic_diversity" if "semantic_diversity" in db else "unique_valid"
+    def div(x, y):
+        return x / y if y and np.isfinite(y) else float("nan")
+
+    ret = {m: div(by[("aligned", m)][key], by[("base", m)][key])
+           for m in ("direct", "vs_standard") if ("base", m) in by}
+    covs = [s["coverage"] for s in sweep]
+    notes = {
+        "c4_retention_gain": (f"exploratory (the card's prototype did not pass); retention of "
+                              f"{key}: VS {ret.get('vs_standard', float('nan')):.3f}, Direct "
+                              f"{ret['direct']:.3f}. DPO here trains on the direct format only, so "
+                              "a VS advantage can come from alignment not transferring to the "
+                              "list format rather than from the paper's mechanism (a "
+                              "distribution-level prompt recovering pi_ref); the raw VS/Direct "
+                              "diversity ratio is an artefact of lists sampled without "
+                              "replacement and is not a reproduction of 1.6-2.1x."),
+        "c3_gamma_hat": "theory for the DPO'd tiny LM is 1 + alpha/beta; the tiny LM only "
+                        "approximates the population optimum",
+    }
+    return {
+        "c1_max_abs_gamma_error": c1,
+        "c2_alpha_z": abs(a["alpha_hat"] - alpha) / a["alpha_se"],
+        "alpha_hat": a["alpha_hat"], "alpha_se": a["alpha_se"], "alpha_p": a["alpha_p"],
+        "c3_gamma_hat": gamma_hat,
+        "c3_gamma_theory": 1 + alpha / theory["dpo_beta"],
+        "c3_direct_unique_ratio": ratio, "c3_direct_unique_ratio_ci": [lo, hi],
+        "c3_direct_unique_ratio_ci_hi": hi,
+        "c4_retention_direct": ret["direct"],
+        "c4_retention_vs": ret.get("vs_standard", float("nan")),
+        "c4_retention_gain": ret.get("vs_standard", float("nan")) - ret["direct"],
+        "c4_metric": key,
+        "c5_coverage": covs,
+        "c5_monotone": bool(all(b > a_ for a_, b in zip(covs, covs[1:]))),
+        "notes": notes,
+    }
+
+
+def figure(theory: dict, rows: list[dict], sweep: list[dict], path: str, caption: str) -> None:
+    from methods.core import plots
+
+    fig, ax = plots.figure(1, 3, figsize=(14, 4))
+    for r in theory["sharpen"]:
+        p, q = np.log(r["p_ref"]), np.log(r["p_dpo"])
+        ax[0].scatter(p, q, s=10, label=f"β={r['beta']}: γ={r['gamma_dpo']:.3f}")
+    ax[0].set_xlabel("log π_ref"), ax[0].set_ylabel("log π_DPO (tabular)")
+    ax[0].set_title("C1 sharpening"), ax[0].legend(fontsize=8)
+    key = "semantic_diversity" if "semantic_diversity" in rows[0] else "unique_valid"
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    for j, model in enumerate(["base", "aligned"]):
+        vals = [next(r[key] for r in rows if r["model"] == model and r["method"] == m) for m in methods]
+        ax[1].bar(np.arange(len(methods)) + 0.4 * j, vals, 0.4, label=model)
+    ax[1].set_xticks(np.arange(len(methods)) + 0.2, methods)
+    ax[1].set_ylabel(key), ax[1].set_title("tiny LM: diversity by method"), ax[1].legend()
+    thr = [("off" if s["threshold"] < 0 else str(s["threshold"])) for s in sweep]
+    ax[2].errorbar(range(len(sweep)), [s["coverage"] for s in sweep],
+                   [2 * s["coverage_se"] for s in sweep], marker="o", label="measured (±2 SE)")
+    ax[2].plot(range(len(sweep)), [s["expected_coverage_iid"] for s in sweep], "--", label="iid expectation")
+    ax[2].set_xticks(range(len(sweep)), thr), ax[2].set_xlabel("VS probability threshold p")
+    ax[2].set_ylabel("Coverage-N"), ax[2].set_title("C5 SimBackend"), ax[2].legend()
+    plots.save(fig, path, caption)

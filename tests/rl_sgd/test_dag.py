@@ -1,0 +1,41 @@
+"""The rl_sgd DAG plans at every scale with the expected jobs per rule, and bad config fails
+with one line naming the key (Snakemake schema and the step CLI)."""
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
+def test_dry_run_job_counts(scale, tmp_path):
+    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["rl_sgd"]
+    target = tmp_path / "r" / scale / "rl_sgd" / "claims.json"
+    out = snakemake(str(target), "-n", "--quiet", "rules",
+                    config={"scale": scale, "results_dir": tmp_path / "r", "papers": ["rl_sgd"]})
+    counts = job_counts(out.stdout)
+    n_w, n_s = len(sec["widths"]), len(sec["seeds"])
+    grid = len(sec["grid"]["adamw"]) + len(sec["grid"]["sgd"])
+    n_grpo = grid * (n_s + n_w - 1) + len(sec["ablation"])
+    assert counts == {"rs_prompts": 1, "rs_warmstart": n_w, "rs_grpo": n_grpo, "rs_sparsity": 1, "rs_sft": 1,
+                      "rs_trl_check": 1, "rs_aggregate": 1, "claims": 1}
+    if scale == "tiny":  # 6 lrs × (2 seeds at d=128 + 1 at d=32) + 3 ablations
+        assert n_grpo == 21
+
+
+def test_bad_key_in_section_is_named(tmp_path):
+    msg = bad_scale_edit(tmp_path, "         skip_zero_var: true, loss_norm: token,",
+                         "         skip_zero_var: true, loss_norm: tokens,")
+    assert "rl_sgd.grpo.loss_norm" in msg
+
+
+def test_cli_bad_config_one_line(tmp_path):
+    cmd = [sys.executable, "-m", "methods.rl_sgd", "prompts", "--config", '{"n_evall": 3}', "--out", str(tmp_path)]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "prompts.n_evall" in lines[0], p.stderr

@@ -1,0 +1,73 @@
+"""Diversity metrics against closed forms and the rouge-score reference implementation."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from methods.verbalized_sampling import metrics as M
+
+TEXTS = ["the cat sat on the mat", "the dog sat on a log", "a cat and a dog",
+         "the cat sat on the mat", "one two three four five six seven"]
+
+
+def test_rouge_l_matches_rouge_score_package():
+    from rouge_score import rouge_scorer
+
+    sc = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+    for a in TEXTS:
+        for b in TEXTS:
+            assert M.rouge_l_f1(a, b) == pytest.approx(sc.score(a, b)["rougeL"].fmeasure, abs=1e-12)
+    pairs = [(i, j) for i in range(len(TEXTS)) for j in range(i + 1, len(TEXTS))]
+    ref = np.mean([sc.score(TEXTS[i], TEXTS[j])["rougeL"].fmeasure for i, j in pairs])
+    assert M.mean_pairwise_rouge_l(TEXTS) == pytest.approx(ref, abs=1e-12)
+
+
+def test_distinct_n_closed_forms():
+    # "the cat sat on the mat": 6 unigrams, 5 unique; 5 bigrams, all unique
+    assert M.distinct_n_intra(["the cat sat on the mat"], 1) == pytest.approx(5 / 6)
+    assert M.distinct_n_intra(["the cat sat on the mat"], 2) == pytest.approx(1.0)
+    assert M.distinct_n_intra(["a a a a", "b c"], 1) == pytest.approx((1 / 4 + 1) / 2)
+    # corpus: two identical responses halve the distinct fraction
+    assert M.distinct_n_corpus(["x y z", "x y z"], 2) == pytest.approx(2 / 4)
+    assert M.distinct_n_corpus(["a b", "c d"], 1) == pytest.approx(1.0)
+
+
+def test_semantic_diversity_closed_forms():
+    e = np.eye(4)
+    assert M.semantic_diversity(e) == pytest.approx(100.0)
+    assert M.semantic_diversity(np.ones((3, 5))) == pytest.approx(0.0, abs=1e-12)
+    # cos = 0.6 between the two vectors; negative cosines are clipped to 0 -> distance 1
+    a = np.array([[1.0, 0.0], [0.6, 0.8]])
+    assert M.semantic_diversity(a) == pytest.approx(40.0)
+    assert M.semantic_diversity(np.array([[1.0, 0.0], [-1.0, 0.0]])) == pytest.approx(100.0)
+    # pooled: pair-weighted mean over prompts (3 pairs at 100, 1 pair at 40)
+    assert M.pooled_semantic_diversity([np.eye(3), a]) == pytest.approx((300 + 40) / 4)
+
+
+def test_coverage_kl_validity_closed_forms():
+    valid, p = ["a", "b", "c", "d"], [0.4, 0.3, 0.2, 0.1]
+    s = ["a", "a", "b", "zzz"]
+    assert M.coverage(s, valid) == 0.5
+    assert M.validity(s, valid) == 0.75
+    assert M.unique_valid_fraction(s, valid) == 0.5
+    q = np.array([2 / 3, 1 / 3])
+    assert M.kl_to_reference(s, valid, p) == pytest.approx(
+        float(np.sum(q * np.log(q / np.array([0.4, 0.3])))), abs=1e-12)
+    samp = list(np.random.default_rng(0).choice(valid, 200000, p=p))
+    assert M.kl_to_reference(samp, valid, p) < 1e-4  # matching distribution -> ~0
+
+
+def test_expected_coverage_matches_monte_carlo():
+    q = np.array([0.5, 0.2, 0.2, 0.05, 0.05])
+    rng = np.random.default_rng(0)
+    mc = np.mean([len(set(rng.choice(5, 6, p=q))) / 5 for _ in range(20000)])
+    assert M.expected_coverage(q, 6) == pytest.approx(mc, abs=4 * 0.2 / math.sqrt(20000) + 2e-3)
+
+
+def test_bootstrap_ratio_ci_contains_truth_and_is_ordered():
+    num, den = [0.2, 0.25, 0.3, 0.15], [0.4, 0.4, 0.5, 0.3]
+    r, lo, hi = M.bootstrap_ratio_ci(num, den, reps=4000)
+    assert r == pytest.approx(np.mean(num) / np.mean(den))
+    assert lo <= r <= hi < 1
