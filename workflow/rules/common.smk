@@ -318,6 +318,16 @@ def rs_analysis_cfg(scale):
             "ablation": rs(scale, "ablation")}
 
 
+# ---- dibjudge (workflow/rules/dibjudge.smk) ----
+def dj(scale, *keys):
+    return hp(scale, "dibjudge", *keys)
+
+
+def dj_metrics(scale):
+    """metrics_<variant>.json of every judge variant."""
+    return [f"{RESULTS}/{scale}/dibjudge/metrics_{v}.json" for v in dj(scale, "variants")]
+
+
 # ---- verbalized_sampling (workflow/rules/verbalized_sampling.smk) ----
 def vs(scale, *keys):
     return hp(scale, "verbalized_sampling", *keys)

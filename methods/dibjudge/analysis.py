@@ -1,0 +1,82 @@
+"""Claim metrics (card §5 C1-C4), the markdown table and the bias figure. No torch."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from methods.core.plots import figure, save
+
+
+@dataclass
+class ReportConfig:
+    lang: str              # the low-resource language of C1/C2 (card: L2)
+    full: str              # the DIBJudge variant of C1-C4 (card: dib_vib)
+
+
+def _gap(m, lang):
+    return abs(m[f"p_mt_{lang}"] - 0.5)
+
+
+def claim_metrics(res: dict[str, dict], cfg: ReportConfig) -> dict:
+    """res: variant -> mean metrics. Missing variants give None (claim not_checked)."""
+    L, full = cfg.lang, cfg.full
+    sft, dib = res.get("sft"), res.get(full)
+    out, notes = {}, {}
+    if sft and dib:
+        ratio = _gap(dib, L) / max(_gap(sft, L), 1e-9)
+        out["c1_bias_gap_ratio"] = ratio
+        out["c1_sft_p_mt"] = sft[f"p_mt_{L}"]
+        out["c1_bias_reduced"] = bool(ratio <= 0.7 and sft[f"p_mt_{L}"] > 0.6)
+        out["c2_adv_gain"] = dib[f"adv_acc_{L}"] - sft[f"adv_acc_{L}"]
+        id_keys = [k for k in sft if k.startswith("id_acc_")]
+        out["c2_id_drop"] = max(sft[k] - dib[k] for k in id_keys)
+        out["c2_en_drop"] = sft["id_acc_EN"] - dib["id_acc_EN"]
+        notes["c2_adv_gain"] = (f"adversarial accuracy on {L}: {full} {dib[f'adv_acc_{L}']:.3f} vs SFT "
+                                f"{sft[f'adv_acc_{L}']:.3f} (need +0.05)")
+        notes["c2_id_drop"] = "ID accuracy SFT − DIBJudge per language: " + ", ".join(
+            f"{k[7:]} {sft[k] - dib[k]:+.3f}" for k in id_keys)
+        if sft[f"adv_acc_{L}"] <= 0.55:  # a judge at chance on adversarial pairs never learned quality
+            for k in ("c2_adv_gain", "c2_id_drop", "c2_en_drop"):
+                notes[k] = (f"SFT adversarial accuracy {sft[f'adv_acc_{L}']:.3f} is at chance: the judges "
+                            "learned the style/length cues, not fact correctness, so SFT-vs-DIBJudge gaps are vacuous")
+        if not out["c1_bias_reduced"]:
+            notes["c1_bias_reduced"] = (f"|p_MT-0.5| ratio {ratio:.3f} (need <= 0.7), SFT p_MT "
+                                        f"{sft[f'p_mt_{L}']:.3f} (need > 0.6)")
+    nd = res.get("no_dis")
+    if dib and nd and dib.get("dcor") is not None and nd.get("dcor") is not None:
+        out["c3_dcor_lower"] = bool(dib["dcor"] < nd["dcor"])
+        out["c3_probe_lower"] = bool(dib["probe_acc"] < nd["probe_acc"])
+        out["c3_both_lower"] = out["c3_dcor_lower"] and out["c3_probe_lower"]
+        notes["c3_both_lower"] = (f"dCor {dib['dcor']:.3f} vs no_dis {nd['dcor']:.3f}; probe "
+                                  f"{dib['probe_acc']:.3f} vs {nd['probe_acc']:.3f}")
+    if sft and dib and res.get("no_bottleneck") and res.get("no_proxy"):
+        red = {v: _gap(sft, L) - _gap(res[v], L) for v in (full, "no_bottleneck", "no_proxy")}
+        out["c4_ablations_reduce_less"] = bool(red["no_bottleneck"] < red[full] and red["no_proxy"] < red[full])
+        notes["c4_ablations_reduce_less"] = "bias reduction vs SFT: " + ", ".join(f"{k} {v:+.3f}" for k, v in red.items())
+    out["notes"] = notes
+    return out
+
+
+def table(res: dict[str, dict]) -> str:
+    keys = sorted({k for m in res.values() for k in m if k != "train_s"})
+    lines = ["| variant | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for v, m in res.items():
+        cells = ["—" if m.get(k) is None else f"{m[k]:.3f}" for k in keys]
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def bias_figure(res: dict[str, dict], path, lang: str):
+    fig, axes = figure(1, 3, figsize=(12, 3.6))
+    names = list(res)
+    x = range(len(names))
+    for ax, (key, title) in zip(axes, [(f"p_mt_{lang}", f"Bias Suite p_MT ({lang}); ideal 0.5"),
+                                       (f"adv_acc_{lang}", f"adversarial accuracy ({lang})"),
+                                       ("id_acc_EN", "ID accuracy (EN)")]):
+        ax.bar(x, [res[n][key] for n in names], color="#4c72b0")
+        if key.startswith("p_mt"):
+            ax.axhline(0.5, color="k", lw=0.8, ls="--")
+        ax.set_xticks(list(x)); ax.set_xticklabels(names, rotation=35, ha="right"); ax.set_ylim(0, 1)
+        ax.set_title(title)
+    save(fig, path, f"DIBJudge at tiny scale, language {lang}: MT-preference rate on equal-quality pairs "
+                    "(0.5 = unbiased), adversarial accuracy (better = human, worse = MT with a wrong fact) and "
+                    "English accuracy per judge variant, mean over seeds.")

@@ -1,0 +1,31 @@
+"""The DIBJudge DAG plans at every scale with one training job per variant, and a bad key in
+its scale section fails before any job, naming the key."""
+import pytest
+import yaml
+
+from tests.workflow.conftest import ROOT, copy_scales, job_counts, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
+def test_dry_run_job_counts(scale, tmp_path):
+    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["dibjudge"]
+    target = tmp_path / "r" / scale / "dibjudge" / "claims.json"
+    out = snakemake(str(target), "-n", "--quiet", "rules", config={"scale": scale, "results_dir": tmp_path / "r"})
+    assert job_counts(out.stdout) == {"dj_data": 1, "dj_train": len(sec["variants"]), "dj_report": 1, "claims": 1}
+    # card §5: sft, dib_vib, dib_vq, no_dis, no_proxy, no_bottleneck; smoke runs 3 of them (CI time)
+    assert len(sec["variants"]) == (3 if scale == "smoke" else 6)
+
+
+def test_bad_key_in_section_is_named(tmp_path):
+    scales = copy_scales(tmp_path / "scales")
+    text = (scales / "smoke.yaml").read_text()
+    old = "    lam_dis: 1.0\n"
+    i = text.index("# ---- dibjudge")
+    assert old in text[i:]
+    (scales / "smoke.yaml").write_text(text[:i] + text[i:].replace(old, "    lam_diss: 1.0\n", 1))
+    out = snakemake("-n", config={"scale": "smoke", "scales_dir": scales, "results_dir": tmp_path / "r"}, check=False)
+    assert out.returncode != 0
+    msg = [l for l in (out.stdout + out.stderr).splitlines() if l.startswith("invalid config")]
+    assert len(msg) == 1 and "dibjudge.train" in msg[0] and "smoke.yaml" in msg[0], out.stderr[-2000:]

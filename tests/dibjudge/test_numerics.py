@@ -1,0 +1,124 @@
+"""Independent numerics of DIBJudge's pieces: VIB KL vs torch.distributions, VQ straight-through
+and commitment vs hand computation, the dependence penalty's C vs numpy's Pearson matrix, dCor vs
+its closed form for a bivariate normal, 1-D Wasserstein vs scipy, bias metrics on a hand table."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import wasserstein_distance
+
+from methods.dibjudge.analysis import ReportConfig, claim_metrics
+from methods.dibjudge.model import (EMAVectorQuantizer, cross_correlation, dis_loss,
+                                    distance_correlation, gaussian_kl, wasserstein_1d)
+from methods.dibjudge.synth_lang import BigramLM, quantile_edges, to_bin, ttr
+
+
+def test_vib_kl_matches_torch_distributions():
+    g = torch.Generator().manual_seed(0)
+    mu, logvar = torch.randn(7, 5, generator=g), torch.randn(7, 5, generator=g).clamp(-5, 5)
+    q = torch.distributions.Normal(mu, (0.5 * logvar).exp())
+    p = torch.distributions.Normal(torch.zeros_like(mu), torch.ones_like(mu))
+    ref = torch.distributions.kl_divergence(q, p).sum(-1)
+    assert torch.allclose(gaussian_kl(mu, logvar), ref, atol=1e-5, rtol=1e-5)
+
+
+def test_vq_straight_through_and_commitment():
+    vq = EMAVectorQuantizer(2, 2, beta=0.25)
+    vq.codebook.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0]]))
+    vq.initialised.fill_(True)
+    vq.eval()
+    h = torch.tensor([[3.0, 4.0], [1.0, -1.0]], requires_grad=True)  # normalised: (.6,.8), (.707,-.707)
+    zq, commit = vq(h)
+    z = torch.tensor([[0.6, 0.8], [1 / math.sqrt(2), -1 / math.sqrt(2)]])
+    q = torch.tensor([[0.0, 1.0], [1.0, 0.0]])  # nearest codes by hand
+    assert torch.allclose(zq, q, atol=1e-6)
+    assert torch.allclose(commit, 0.25 * ((z - q) ** 2).sum(-1), atol=1e-6)
+    # straight-through: d(w·z_q)/dz = w, so the gradient on h is w pushed through the L2 normalisation
+    w = torch.tensor([[1.0, 2.0], [-1.0, 0.5]])
+    (zq * w).sum().backward()
+    h2 = h.detach().clone().requires_grad_(True)
+    (torch.nn.functional.normalize(h2, dim=-1) * w).sum().backward()
+    assert torch.allclose(h.grad, h2.grad, atol=1e-6)
+    # commitment gradient w.r.t. the normalised input: 2β(z − q)
+    zz = z.clone().requires_grad_(True)
+    (0.25 * ((zz - q) ** 2).sum()).backward()
+    assert torch.allclose(zz.grad, 0.5 * (z - q), atol=1e-6)
+
+
+def test_cross_correlation_matches_numpy_and_dis_loss():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(200, 3)); b = np.c_[a[:, 0] * 2 + rng.normal(size=200), rng.normal(size=(200, 2))]
+    C = cross_correlation(torch.tensor(a), torch.tensor(b)).numpy()
+    ref = np.corrcoef(a.T, b.T)[:3, 3:]
+    assert np.allclose(C, ref, atol=1e-4)
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    cos = np.mean(np.abs((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)))
+    assert float(dis_loss(ta, tb, 0.5)) == pytest.approx(cos + 0.5 * np.mean(ref ** 2), abs=1e-4)
+
+
+def test_dcor_closed_form_bivariate_normal():
+    """Székely, Rizzo & Bakirov (2007): for a bivariate normal with correlation ρ,
+    dCor² = (ρ asin ρ + √(1−ρ²) − ρ asin(ρ/2) − √(4−ρ²) + 1) / (1 + π/3 − √3)."""
+    rho = 0.6
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3000, 1, generator=g, dtype=torch.float64)
+    y = rho * x + math.sqrt(1 - rho ** 2) * torch.randn(3000, 1, generator=g, dtype=torch.float64)
+    num = rho * math.asin(rho) + math.sqrt(1 - rho ** 2) - rho * math.asin(rho / 2) - math.sqrt(4 - rho ** 2) + 1
+    ref = math.sqrt(num / (1 + math.pi / 3 - math.sqrt(3)))
+    assert distance_correlation(x, y) == pytest.approx(ref, abs=0.03)
+    assert distance_correlation(x, 2 * x + 1) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_wasserstein_1d_matches_scipy():
+    logits = torch.tensor([[0.3, -1.0, 2.0, 0.1]])
+    t = torch.tensor([[0.0, 0.1, 0.8, 0.1]])
+    p = logits.softmax(-1)[0].numpy()
+    ref = wasserstein_distance(np.arange(4), np.arange(4), p, t[0].numpy())
+    assert float(wasserstein_1d(logits, t)) == pytest.approx(ref, abs=1e-6)
+
+
+def test_proxy_pieces_by_hand():
+    assert ttr("a b a c".split()) == 0.75
+    assert quantile_edges([1, 2, 3, 4, 5, 6, 7, 8], 4) == [3, 5, 7]
+    assert [to_bin(x, [3, 5, 7]) for x in (1, 3, 6, 9)] == [0, 1, 2, 3]
+    lm = BigramLM([["x", "y"]])  # V = 4; every bigram seen once: p = (1+1)/(1+4)
+    assert lm.nll(["x", "y"]) == pytest.approx(-math.log(2 / 5), abs=1e-12)
+
+
+def test_bias_metrics_on_a_hand_table():
+    base = {"id_acc_EN": 0.9, "id_acc_L1": 0.8, "id_acc_L2": 0.8, "adv_acc_L2": 0.5, "p_mt_L2": 0.9,
+            "probe_acc": 0.9, "dcor": 0.5}
+    res = {"sft": base,
+           "dib_vib": {**base, "p_mt_L2": 0.7, "adv_acc_L2": 0.6, "id_acc_L1": 0.79, "probe_acc": 0.7, "dcor": 0.2},
+           "no_dis": {**base, "p_mt_L2": 0.8},
+           "no_bottleneck": {**base, "p_mt_L2": 0.85}, "no_proxy": {**base, "p_mt_L2": 0.4}}
+    m = claim_metrics(res, ReportConfig(lang="L2", full="dib_vib"))
+    assert m["c1_bias_gap_ratio"] == pytest.approx(0.2 / 0.4)
+    assert m["c1_bias_reduced"] is True
+    assert m["c2_adv_gain"] == pytest.approx(0.1)
+    assert m["c2_id_drop"] == pytest.approx(0.01)
+    assert m["c2_en_drop"] == pytest.approx(0.0)
+    assert m["c3_both_lower"] is True
+    assert m["c4_ablations_reduce_less"] is False  # no_proxy: |0.4−0.5| = 0.1 reduces more (0.3 > 0.2)
+
+
+def test_vq_kmeanspp_init_and_centring_avoid_collapse():
+    """Tokens that share one large common direction (an untrained branch): without centring every
+    token would take the same code; with the EMA centre and k-means++ seeding, 4 well-separated
+    clusters around the common offset get 4 distinct codes (k-means++ picks one point per
+    cluster with probability ≈ 1 when clusters are 100× further apart than their spread)."""
+    g = torch.Generator().manual_seed(0)
+    offs = torch.full((8,), 10.0)
+    centres = torch.eye(8)[:4] * 1.0
+    x = (offs + centres.repeat_interleave(25, 0) + 0.01 * torch.randn(100, 8, generator=g))[None]
+    assert torch.nn.functional.normalize(x[0], dim=-1).std(0).max() < 0.05  # nearly one direction
+    torch.manual_seed(0)
+    vq = EMAVectorQuantizer(8, 4, decay=0.99)
+    vq.train()
+    vq(x)
+    assert torch.allclose(vq.centre, x[0].mean(0), atol=1e-5)
+    vq.eval()
+    codes = vq.nearest(torch.nn.functional.normalize(x[0] - vq.centre, dim=-1), vq.codebook)
+    assert len(set(codes.tolist())) == 4
+    assert all(len(set(codes[i * 25:(i + 1) * 25].tolist())) == 1 for i in range(4))
