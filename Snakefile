@@ -27,6 +27,9 @@ include: "workflow/rules/rl_sgd.smk"
 include: "workflow/rules/pid.smk"
 include: "workflow/rules/dibjudge.smk"
 include: "workflow/rules/verbalized_sampling.smk"
+include: "workflow/rules/tsgd.smk"
+include: "workflow/rules/memora.smk"
+include: "workflow/rules/pse.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -1,0 +1,1 @@
+# memora: placeholder; the rules land with the paper (methods/memora/).

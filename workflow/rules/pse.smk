@@ -1,0 +1,1 @@
+# pse: placeholder; the rules land with the paper (methods/pse/).

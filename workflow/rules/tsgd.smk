@@ -1,0 +1,1 @@
+# tsgd: placeholder; the rules land with the paper (methods/tsgd/).
