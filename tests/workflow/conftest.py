@@ -77,5 +77,5 @@ def smoke_run(tmp_path_factory):
     """The whole smoke DAG, once per session, in a temporary results/reports root."""
     base = tmp_path_factory.mktemp("smoke")
     cfg = {"scale": "smoke", "results_dir": base / "results", "reports_dir": base / "reports"}
-    out = snakemake("--cores", "2", config=cfg, timeout=1200)
+    out = snakemake("--cores", "2", config=cfg, timeout=2400)
     return {"config": cfg, "base": base, "stdout": out.stdout + out.stderr}
