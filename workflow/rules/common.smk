@@ -349,3 +349,33 @@ def pid_data_cfg(scale):
 
 def pid_reweight_cfg(scale):
     return {k: pid(scale, k) for k in ("train", "pid", "reweight")}
+
+
+# ---- pse (workflow/rules/pse.smk) ----
+def pse(scale, *keys):
+    return hp(scale, "pse", *keys)
+
+
+def pse_agent_cfg(scale, name):
+    """One agent's {name, spec} (spec: the SimAgent's planted parameters or a make_llm spec)."""
+    return next(a for a in pse(scale, "agents") if a["name"] == name)
+
+
+def pse_primary_cfg(scale):
+    return pse_agent_cfg(scale, pse(scale, "primary"))
+
+
+def pse_runs(scale):
+    return [f"{RESULTS}/{scale}/pse/transcripts/runs/{a['name']}.jsonl" for a in pse(scale, "agents")]
+
+
+def pse_defences(scale):
+    return [f"{RESULTS}/{scale}/pse/transcripts/def_{d}.jsonl" for d in ("none", "selfverify", "keyword")]
+
+
+def pse_metrics_cfg(scale):
+    """The metrics step's config; `planted` = the primary SimAgent's parameters (null for real models)."""
+    spec = pse_primary_cfg(scale)["spec"]
+    planted = {k: v for k, v in spec.items() if k != "backend"} if spec.get("backend") == "sim" else None
+    return {"analysis": pse(scale, "analysis"), "judge": pse(scale, "judge"),
+            "primary": pse(scale, "primary"), "planted": planted}

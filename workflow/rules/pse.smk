@@ -1,1 +1,144 @@
-# pse: placeholder; the rules land with the paper (methods/pse/).
+# PSE (Persistent Semantic Entities, ICML 2026 poster 60521): the contamination protocol —
+# scenario factorial (name binding × event trigger × boundary × 4 payload types), 10-turn probes
+# across sessions / tools / agents, 4-agent pipelines, two defences, judge, Wilson CIs, claims.
+# Tiny scale: the agent is SimAgent, a simulator with planted rates (methods/pse/sim.py).
+PSE = f"{RESULTS}/{{scale}}/pse"
+
+
+wildcard_constraints:
+    pse_agent=r"[A-Za-z0-9_.\-]+",
+    pse_defence="none|selfverify|keyword",
+
+
+rule pse_scenarios:
+    """Scenarios: 2×2×2×4 cells × seeds, persistence trials, pipelines, defence panel, controls."""
+    input:
+        code=code("pse", "scenarios"),
+    output:
+        f"{PSE}/scenarios.jsonl",
+    log:
+        f"{PSE}/logs/scenarios.log",
+    benchmark:
+        f"{PSE}/benchmarks/pse_scenarios.tsv"
+    params:
+        cfg=lambda wc: as_json(pse(wc.scale, "scenarios")),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.pse scenarios --config {params.cfg:q} --out {output} > {log} 2>&1"
+
+
+rule pse_run:
+    """Factorial + persistence trials of one agent (tool injection, boundary, 10 probe turns)."""
+    input:
+        scenarios=f"{PSE}/scenarios.jsonl",
+        code=code("pse", "run", "agent", "sim", "scenarios", "core.llm"),
+    output:
+        f"{PSE}/transcripts/runs/{{pse_agent}}.jsonl",
+    log:
+        f"{PSE}/logs/run/{{pse_agent}}.log",
+    benchmark:
+        f"{PSE}/benchmarks/pse_run__{{pse_agent}}.tsv"
+    params:
+        cfg=lambda wc: as_json(pse_agent_cfg(wc.scale, wc.pse_agent)),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.pse run --config {params.cfg:q} --scenarios {input.scenarios} "
+        "--out {output} > {log} 2>&1"
+
+
+rule pse_pipeline:
+    """S-stage multi-agent pipelines (planner → researcher → writer → reviewer) of the primary agent."""
+    input:
+        scenarios=f"{PSE}/scenarios.jsonl",
+        code=code("pse", "run", "agent", "sim", "scenarios", "core.llm"),
+    output:
+        f"{PSE}/transcripts/pipeline.jsonl",
+    log:
+        f"{PSE}/logs/pipeline.log",
+    benchmark:
+        f"{PSE}/benchmarks/pse_pipeline.tsv"
+    params:
+        cfg=lambda wc: as_json(pse_primary_cfg(wc.scale)),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.pse pipeline --config {params.cfg:q} --scenarios {input.scenarios} "
+        "--out {output} > {log} 2>&1"
+
+
+rule pse_defend:
+    """Defence panel and clean controls under one defence (none / D1 self-verify / D2 keyword)."""
+    input:
+        scenarios=f"{PSE}/scenarios.jsonl",
+        code=code("pse", "run", "agent", "sim", "scenarios", "core.llm"),
+    output:
+        f"{PSE}/transcripts/def_{{pse_defence}}.jsonl",
+    log:
+        f"{PSE}/logs/defend/{{pse_defence}}.log",
+    benchmark:
+        f"{PSE}/benchmarks/pse_defend__{{pse_defence}}.tsv"
+    params:
+        cfg=lambda wc: as_json(pse_primary_cfg(wc.scale)),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.pse defend --config {params.cfg:q} --defence {wildcards.pse_defence} "
+        "--scenarios {input.scenarios} --out {output} > {log} 2>&1"
+
+
+rule pse_metrics:
+    """Judge (string match / LLM), rates with Wilson CIs, persistence fit, compounding vs closed
+    form, defence effects, summary.json, tables and the figure."""
+    input:
+        scenarios=f"{PSE}/scenarios.jsonl",
+        runs=lambda wc: pse_runs(wc.scale),
+        pipeline=f"{PSE}/transcripts/pipeline.jsonl",
+        defences=lambda wc: pse_defences(wc.scale),
+        code=code("pse", "analysis", "stats", "run", "sim", "agent", "scenarios", "core.plots", "core.llm"),
+    output:
+        summary=f"{PSE}/summary.json",
+        tables=directory(f"{PSE}/tables"),
+        figure=report(
+            f"{PSE}/figures/contamination.png",
+            caption="../report/pse.rst",
+            category="pse",
+            labels={"scale": "{scale}", "figure": "contamination rates, persistence, compounding, defences"},
+        ),
+        caption=f"{PSE}/figures/contamination.caption.txt",
+    log:
+        f"{PSE}/logs/metrics.log",
+    benchmark:
+        f"{PSE}/benchmarks/pse_metrics.tsv"
+    params:
+        cfg=lambda wc: as_json(pse_metrics_cfg(wc.scale)),
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.pse metrics --config {params.cfg:q} --scenarios {input.scenarios} "
+        "--runs {input.runs} --pipeline {input.pipeline} --defences {input.defences} "
+        "--summary {output.summary} --figure {output.figure} --tables {output.tables} > {log} 2>&1"
+
+
+FIGURES["pse"] = lambda scale: [f"{RESULTS}/{scale}/pse/figures/contamination.png"]

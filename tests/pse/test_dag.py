@@ -1,0 +1,42 @@
+"""The PSE DAG plans the expected jobs at every scale; bad config fails with one line naming the key."""
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
+def test_dry_run_job_counts(scale, tmp_path):
+    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["pse"]
+    target = tmp_path / "r" / scale / "pse" / "claims.json"
+    out = snakemake(str(target), "-n", "--quiet", "rules",
+                    config={"scale": scale, "results_dir": tmp_path / "r", "papers": '["pse"]'})
+    counts = job_counts(out.stdout)
+    assert counts == {"pse_scenarios": 1, "pse_run": len(sec["agents"]), "pse_pipeline": 1,
+                      "pse_defend": 3, "pse_metrics": 1, "claims": 1}
+    if scale == "paper":
+        assert len(sec["agents"]) == 13  # card §6 panel
+
+
+def test_bad_key_in_section_is_named(tmp_path):
+    msg = bad_scale_edit(tmp_path, "persist_seeds: 20,", "persist_seedz: 20,")
+    assert "pse.scenarios" in msg
+
+
+def test_bad_step_config_is_one_line(tmp_path):
+    spec = {"name": "sim", "spec": {"backend": "sim", "susceptibility": {"factual": 2.0, "preference": 0.9,
+            "persona": 0.8, "instruction": 0.85}, "trigger_gain": 0.5, "p_carry": 0.7,
+            "hazard": {"factual": 0.3}, "q": 0.25, "catch": 0.6}}
+    (tmp_path / "s.jsonl").write_text("")
+    out = subprocess.run([sys.executable, "-m", "methods.pse", "run", "--config", json.dumps(spec),
+                          "--scenarios", str(tmp_path / "s.jsonl"), "--out", str(tmp_path / "o.jsonl")],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "susceptibility" in lines[0] and "factual" in lines[0], out.stderr
