@@ -379,3 +379,19 @@ def pse_metrics_cfg(scale):
     planted = {k: v for k, v in spec.items() if k != "backend"} if spec.get("backend") == "sim" else None
     return {"analysis": pse(scale, "analysis"), "judge": pse(scale, "judge"),
             "primary": pse(scale, "primary"), "planted": planted}
+
+
+# ---- memora (workflow/rules/memora.smk) ----
+def mem(scale, *keys):
+    return hp(scale, "memora", *keys)
+
+
+def mem_runs(scale):
+    """The retrieval-run files, one per "store:policy" of the scale's `runs`."""
+    return [f"{RESULTS}/{scale}/memora/ret/{r.replace(':', '/')}.jsonl" for r in mem(scale, "runs")]
+
+
+def mem_builds(scale):
+    """The store files the runs need (each built once)."""
+    stores = sorted({r.split(":")[0] for r in mem(scale, "runs")})
+    return [f"{RESULTS}/{scale}/memora/stores/{s}.json" for s in stores]

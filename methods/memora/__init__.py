@@ -1,0 +1,1 @@
+"""Memora (arXiv 2602.03315): harmonic memory with primary abstractions and cue anchors."""

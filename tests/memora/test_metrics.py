@@ -1,0 +1,59 @@
+"""Retrieval metrics against hand computations; the generator's gold against its own text."""
+import pytest
+
+from methods.memora import metrics, synth
+
+
+def test_evidence_recall_by_hand():
+    groups = [["D1:1", "D3:2"], ["D2:5"], ["D4:1"]]
+    assert metrics.evidence_recall(groups, ["D3:2", "D4:1", "D9:9"]) == pytest.approx(2 / 3)
+    assert metrics.evidence_recall(groups, ["D1:1", "D3:2"]) == pytest.approx(1 / 3)   # one group, twice
+    assert metrics.evidence_recall(groups, []) == 0.0
+    assert metrics.evidence_recall([], ["D1:1"]) is None
+
+
+def test_answer_in_context_whole_words():
+    assert metrics.answer_in_context("tabby cat", "Maya has a Tabby cat.")
+    assert not metrics.answer_in_context("cat", "Maya has a catfish.")
+    assert metrics.answer_in_context("14 June 2023", "on 14 June 2023.")
+
+
+def test_latest_first():
+    assert metrics.latest_first("Denver", "Boston", "Alice lives in Denver. Previously: Boston.")
+    assert not metrics.latest_first("Denver", "Boston", "Alice lives in Boston.\nAlice moved to Denver.")
+    assert metrics.latest_first("Denver", "Boston", "Alice moved to Denver.")
+    assert not metrics.latest_first("Denver", "Boston", "Boston only")
+
+
+def test_aggregate_means_by_hand():
+    rows = [dict(store="m", policy="p", category="a", recall=1.0, in_context=True, ku_ok=None, tokens=10, history_tokens=100),
+            dict(store="m", policy="p", category="a", recall=0.5, in_context=False, ku_ok=None, tokens=20, history_tokens=100),
+            dict(store="m", policy="p", category="b", recall=None, in_context=None, ku_ok=True, tokens=30, history_tokens=200)]
+    t = {r["category"]: r for r in metrics.aggregate(rows)}
+    assert t["a"]["evidence_recall"] == 0.75 and t["a"]["answer_in_context"] == 0.5 and t["a"]["n"] == 2
+    assert t["all"]["evidence_recall"] == 0.75 and t["all"]["context_tokens"] == 20
+    assert t["all"]["history_tokens"] == pytest.approx(400 / 3) and t["b"]["ku_latest_first"] == 1.0
+
+
+def test_generator_gold_is_stated_in_the_evidence_turns():
+    cfg = synth.SynthConfig(3, 8, 15, 0.4, 3, 4, 4, "2023-05-01", 0)
+    convs, qas = synth.generate(cfg)
+    assert synth.generate(cfg) == (convs, qas)                    # deterministic
+    text = {(c["conv_id"], t["dia_id"]): t["text"] for c in convs for s in c["sessions"] for t in s["turns"]}
+    date = {(c["conv_id"], t["dia_id"]): s["date"] for c in convs for s in c["sessions"] for t in s["turns"]}
+    cats = {q["category"] for q in qas}
+    assert cats == {"single_hop", "multi_hop", "temporal", "knowledge_update", "adversarial"}
+    for q in qas:
+        if q["category"] in ("single_hop", "knowledge_update"):
+            assert all(q["answer"] in text[(q["conv_id"], t)] for t in q["evidence"])
+        if q["category"] == "multi_hop":
+            bridge, fact = q["evidence_groups"]
+            assert all(q["answer"] in text[(q["conv_id"], t)] for t in fact)
+        if q["category"] == "knowledge_update":   # the update comes after every stale mention
+            stale = [k for k, v in text.items() if k[0] == q["conv_id"] and q["stale"] in v]
+            assert max(date[k] for k in stale) < min(date[(q["conv_id"], t)] for t in q["evidence"])
+        if q["category"] == "adversarial":
+            assert q["evidence_groups"] == []
+    n_turns = sum(len(s["turns"]) for s in convs[0]["sessions"])
+    filler = sum(t["text"] in synth.FILLER for s in convs[0]["sessions"] for t in s["turns"])
+    assert 0.3 <= filler / n_turns <= 0.6
