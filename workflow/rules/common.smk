@@ -318,6 +318,16 @@ def rs_analysis_cfg(scale):
             "ablation": rs(scale, "ablation")}
 
 
+# ---- efficient_dlm (workflow/rules/efficient_dlm.smk) ----
+def edlm(scale, *keys):
+    return hp(scale, "efficient_dlm", *keys)
+
+
+def edlm_convs(scale):
+    """The converted model dir of every attention/masking variant at a scale."""
+    return [f"{RESULTS}/{scale}/efficient_dlm/models/{v}" for v in edlm(scale, "variants")]
+
+
 # ---- dibjudge (workflow/rules/dibjudge.smk) ----
 def dj(scale, *keys):
     return hp(scale, "dibjudge", *keys)

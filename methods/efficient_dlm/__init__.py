@@ -1,0 +1,1 @@
+"""Efficient-DLM: AR → block-diffusion LM conversion (arXiv 2512.14067)."""

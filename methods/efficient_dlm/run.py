@@ -1,0 +1,295 @@
+"""Efficient-DLM DAG steps: data, AR base, conversion per variant, evaluation, aggregation."""
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from methods.core.models import ModelConfig
+from methods.core.results import InputError, read_json, write_json, write_text
+from methods.core.train import TrainConfig
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+# the card's four conversion variants (§5): pattern, token shift, masking β (None = ln10/B')
+VARIANTS = {
+    "fullbidir": {"pattern": "full", "shift": True, "posmask": False},
+    "blk_noisy": {"pattern": "blk_noisy", "shift": False, "posmask": False},
+    "blk_clean": {"pattern": "blk_clean", "shift": False, "posmask": False},
+    "blk_clean_posmask": {"pattern": "blk_clean", "shift": False, "posmask": True},
+}
+
+
+@dataclass
+class DataConfig:
+    corpus: str | None = None    # paper scale: a hub corpus (streaming it is not implemented here)
+    n_train_docs: int = 20000
+    n_eval: int = 300            # per task
+    max_digits: int = 3
+    rev_min: int = 6
+    rev_max: int = 16
+    # generated tasks (each a doc type and a held-out eval task); `mix` = doc weights of the tasks + pcfg
+    tasks: list[str] = field(default_factory=lambda: ["add", "rev"])
+    mix: list[float] = field(default_factory=lambda: [1.0, 1.0, 1.0])
+    rev_chars: str = LETTERS     # alphabet of the reversed / copied strings
+    fixed_format: bool = False   # zero-pad addition operands to max_digits and the sum to max_digits+1
+    seed: int = 0
+
+
+TASKS = ("add", "rev", "copy")
+
+
+def add_line(rng, max_digits, fixed=False):
+    a, b = (rng.randrange(10 ** rng.randint(1, max_digits)) for _ in range(2))
+    if fixed:
+        return f"{a:0{max_digits}d}+{b:0{max_digits}d}=", f"{a + b:0{max_digits + 1}d}"
+    return f"{a}+{b}=", f"{a + b}"
+
+
+def rev_line(rng, lo, hi, chars=LETTERS, op="rev"):
+    s = "".join(rng.choice(chars) for _ in range(rng.randint(lo, hi)))
+    return f"{op} {s} = ", (s[::-1] if op == "rev" else s)
+
+
+def task_line(task, rng, cfg):
+    if task == "add":
+        return add_line(rng, cfg.max_digits, cfg.fixed_format)
+    return rev_line(rng, cfg.rev_min, cfg.rev_max, cfg.rev_chars, task)
+
+
+def build_data(cfg: DataConfig, out: str):
+    from methods.core.data import pcfg_sentence
+    from methods.core.tokenizer import save_tokenizer, train_tokenizer
+
+    if cfg.corpus is not None:
+        raise InputError(f"config key 'corpus': hub corpus {cfg.corpus!r} is a paper-scale pointer; "
+                         "only the generated tiny corpus (corpus: null) is implemented")
+    if not cfg.tasks or any(t not in TASKS for t in cfg.tasks) or len(set(cfg.tasks)) != len(cfg.tasks):
+        raise InputError(f"config key 'tasks': distinct names from {list(TASKS)}, got {cfg.tasks}")
+    k = len(cfg.tasks)
+    if len(cfg.mix) != k + 1 or min(cfg.mix) < 0 or sum(cfg.mix[:k]) <= 0:
+        raise InputError(f"config key 'mix': {k + 1} non-negative weights ({', '.join(cfg.tasks)}, pcfg), "
+                         f"got {cfg.mix}")
+    if not 1 <= cfg.rev_min <= cfg.rev_max:
+        raise InputError(f"config key 'rev_min': need 1 <= rev_min <= rev_max, got {cfg.rev_min}, {cfg.rev_max}")
+    if not cfg.rev_chars or any(c in "+= \n" for c in cfg.rev_chars):
+        raise InputError(f"config key 'rev_chars': a non-empty alphabet without '+', '=', space or newline, "
+                         f"got {cfg.rev_chars!r}")
+    rng = random.Random(cfg.seed)
+    docs = []
+    for _ in range(cfg.n_train_docs):
+        j = rng.choices(range(k + 1), weights=cfg.mix)[0]
+        p, a = task_line(cfg.tasks[j], rng, cfg) if j < k else (pcfg_sentence(rng), "")
+        docs.append(p + a)
+    erng = random.Random(cfg.seed + 1)
+    train_set = set(docs)
+    evals = []
+    for task in cfg.tasks:
+        n, tries = 0, 0
+        while n < cfg.n_eval:
+            tries += 1
+            if tries > 100 * cfg.n_eval:
+                raise InputError(f"config key 'n_eval': cannot draw {cfg.n_eval} held-out {task} prompts "
+                                 "(too few distinct problems; raise max_digits / rev_max)")
+            p, a = task_line(task, erng, cfg)
+            if p + a in train_set:        # held out: never a training document
+                continue
+            evals.append({"task": task, "prompt": p, "answer": a})
+            n += 1
+    text = "\n".join(docs) + "\n"
+    tok = train_tokenizer([text, LETTERS + "0123456789+=. \n"], "char")
+    o = Path(out)
+    o.mkdir(parents=True, exist_ok=True)
+    save_tokenizer(tok, o / "tokenizer")
+    write_text(o / "train.txt", text)
+    write_text(o / "eval.jsonl", "".join(json.dumps(r) + "\n" for r in evals))
+    return {"docs": len(docs), "eval": len(evals), "vocab": len(tok)}
+
+
+@dataclass
+class ArConfig:
+    hub_id: str | None
+    model: ModelConfig
+    train: TrainConfig
+    seq_len: int = 64
+    seed: int = 0
+
+
+def _stream(data, tok, seq_len):
+    from methods.core.data import TokenStream
+
+    return TokenStream.from_text((Path(data) / "train.txt").read_text(), tok, seq_len)
+
+
+def train_ar(cfg: ArConfig, data: str, out: str):
+    from methods.core.models import build_model, load_model, save_model
+    from methods.core.tokenizer import load_tokenizer
+    from methods.core.train import train
+
+    if cfg.hub_id is not None:     # paper scale: the pretrained AR base, saved as is
+        model, tok = load_model(cfg.hub_id)
+        save_model(model, tok, out)
+        return {"hub_id": cfg.hub_id}
+    tok = load_tokenizer(Path(data) / "tokenizer")
+    stream = _stream(data, tok, cfg.seq_len)
+    model = build_model(cfg.model, tok, cfg.seed)
+    rows = train(model, lambda s: stream.batch(s, cfg.train.batch_size, cfg.seed), cfg.train, desc="ar")
+    save_model(model, tok, out, {"train_log.json": json.dumps(rows)})
+    return rows[-1]
+
+
+@dataclass
+class ConvertConfig:
+    train: TrainConfig
+    block: int = 8
+    seq_len: int = 64
+    beta: float | None = None     # None = ln 10 / block (card: λ = exp(−β·B') = 0.1)
+    eps: float = 1e-3
+    clean_intra: str = "causal"
+    seed: int = 0
+
+
+def variant_spec(name: str, cfg: ConvertConfig) -> dict:
+    import math
+
+    if name not in VARIANTS:
+        raise InputError(f"unknown variant {name!r} (one of {sorted(VARIANTS)})")
+    v = dict(VARIANTS[name])
+    beta = cfg.beta if cfg.beta is not None else math.log(10) / cfg.block
+    v["beta"] = beta if v.pop("posmask") else 0.0
+    v["clean_intra"] = cfg.clean_intra
+    return v
+
+
+def convert(cfg: ConvertConfig, variant: str, ar: str, data: str, out: str):
+    import torch
+
+    from methods.core.models import load_model, save_model
+    from methods.core.train import train
+
+    from .dlm import diffusion_loss
+
+    spec = variant_spec(variant, cfg)
+    if cfg.seq_len % cfg.block:
+        raise InputError(f"config key 'seq_len' ({cfg.seq_len}) must be a multiple of 'block' ({cfg.block})")
+    model, tok = load_model(ar)
+    stream = _stream(data, tok, cfg.seq_len)
+    mask_id = tok.unk_token_id
+
+    def loss_fn(m, batch):
+        g = torch.Generator().manual_seed(cfg.seed * 7919 + int(batch["step"]))
+        return diffusion_loss(m, batch["input_ids"], spec, cfg.block, g, mask_id, cfg.eps)
+
+    def batch_fn(s):
+        b = stream.batch(s, cfg.train.batch_size, cfg.seed + 1)
+        return {"input_ids": b["input_ids"], "labels": b["labels"], "step": s}
+
+    rows = train(model, batch_fn, cfg.train, loss_fn=loss_fn, desc=f"convert {variant}")
+    save_model(model, tok, out, {"variant.json": json.dumps({"variant": variant, **spec}),
+                                 "train_log.json": json.dumps(rows)})
+    return rows[-1]
+
+
+@dataclass
+class EvalConfig:
+    block: int = 8
+    thresholds: list[float] = field(default_factory=lambda: [0.99, 0.9, 0.7, 0.5])
+    max_new: int = 24
+    n_per_task: int = 300
+    batch_size: int = 600
+
+
+def _load_eval(data, n):
+    rows = [json.loads(x) for x in (Path(data) / "eval.jsonl").read_text().splitlines() if x]
+    out = []
+    for task in dict.fromkeys(r["task"] for r in rows):
+        out += [r for r in rows if r["task"] == task][:n]
+    return out
+
+
+def _score(tok, gen, rows, nfe, decoded):
+    import numpy as np
+
+    nl = tok.convert_tokens_to_ids("\n")
+    correct, ntok = [], []
+    for r, g in zip(rows, gen.tolist()):
+        cut = g.index(nl) if nl in g else len(g)
+        correct.append(tok.decode(g[:cut]) == r["answer"])
+        ntok.append(min(len(g), cut + 1))
+    correct = np.array(correct)
+    res = {"acc": float(correct.mean()), "nfe": float(nfe.float().mean()),
+           "tpf": float(decoded.sum() / max(1, int(nfe.sum()))),
+           "useful_tpf": float(sum(ntok) / max(1, int(nfe.sum())))}
+    for task in dict.fromkeys(r["task"] for r in rows):
+        sel = np.array([r["task"] == task for r in rows])
+        res[f"acc_{task}"] = float(correct[sel].mean())
+    return res, sum(ntok)
+
+
+def decode_all(model, tok, rows, how, cfg: EvalConfig, threshold=None, spec=None):
+    """Decode every prompt in batches; returns (scores, wall seconds)."""
+    import torch
+
+    from .dlm import decode_ar, decode_dlm
+
+    stop = [tok.convert_tokens_to_ids("\n"), tok.eos_token_id]
+    gens, nfes, decs, wall = [], [], [], 0.0
+    for i in range(0, len(rows), cfg.batch_size):
+        chunk = rows[i:i + cfg.batch_size]
+        prompts = [tok(r["prompt"], add_special_tokens=False)["input_ids"] for r in chunk]
+        t0 = time.perf_counter()
+        if how == "ar":
+            g, n = decode_ar(model, prompts, max_new=cfg.max_new, pad_id=tok.pad_token_id, stop_ids=stop)
+            d = n.clone()                                  # one token per forward
+        else:
+            g, n = decode_dlm(model, prompts, block=cfg.block, threshold=threshold, max_new=cfg.max_new,
+                              mask_id=tok.unk_token_id, pad_id=tok.pad_token_id, stop_ids=stop,
+                              mode="full" if spec["pattern"] == "full" else "cache", shift=spec["shift"])
+            d = (g != tok.unk_token_id).sum(1)             # every position the decoder committed
+        wall += time.perf_counter() - t0
+        g = torch.nn.functional.pad(g, (0, cfg.max_new - g.shape[1]), value=tok.pad_token_id)
+        gens.append(g)
+        nfes.append(n)
+        decs.append(d)
+    res, ntok = _score(tok, torch.cat(gens), rows, torch.cat(nfes), torch.cat(decs))
+    res["tokens_per_s"] = ntok / wall
+    res["wall_s"] = wall
+    return res
+
+
+def evaluate(cfg: EvalConfig, ar: str, convs: list[str], data: str):
+    from methods.core.models import load_model
+
+    rows = _load_eval(data, cfg.n_per_task)
+    model, tok = load_model(ar)
+    out = [{"model": "ar", "threshold": None, **decode_all(model, tok, rows, "ar", cfg)}]
+    for c in convs:
+        spec = json.loads((Path(c) / "variant.json").read_text())
+        model, tok = load_model(c)
+        for th in cfg.thresholds:
+            r = decode_all(model, tok, rows, "dlm", cfg, th, spec)
+            out.append({"model": spec["variant"], "threshold": th, **r})
+            print(f"eval {spec['variant']} τ={th}: acc {r['acc']:.3f} tpf {r['tpf']:.2f}", flush=True)
+    return out
+
+
+def drift(ar: str, conv: str) -> dict:
+    """‖W − W_AR‖_F / ‖W_AR‖_F per module type, over all layers (safetensors, no torch)."""
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    a = load_file(str(Path(ar) / "model.safetensors"))
+    c = load_file(str(Path(conv) / "model.safetensors"))
+    groups = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj",
+              "ffn": ("gate_proj", "up_proj", "down_proj")}
+    out = {}
+    for g, keys in groups.items():
+        keys = (keys,) if isinstance(keys, str) else keys
+        names = [n for n in a if any(k in n for k in keys)]
+        num = sum(float(np.sum((c[n].astype(np.float64) - a[n]) ** 2)) for n in names)
+        den = sum(float(np.sum(a[n].astype(np.float64) ** 2)) for n in names)
+        out[g] = (num / den) ** 0.5
+    out["attn"] = float(np.mean([out[k] for k in "qkvo"]))
+    out["mean"] = float(np.mean([out[k] for k in ("q", "k", "v", "o", "ffn")]))
+    return out

@@ -1,0 +1,40 @@
+"""The Efficient-DLM DAG plans at every scale with one conversion per variant; a bad key in its
+scale section or in a step's --config fails with one line naming the key."""
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake, snakemake_env
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
+def test_dry_run_job_counts(scale, tmp_path):
+    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["efficient_dlm"]
+    target = tmp_path / "r" / scale / "efficient_dlm" / "claims.json"
+    out = snakemake(str(target), "-n", "--quiet", "rules",
+                    config={"scale": scale, "results_dir": tmp_path / "r", "papers": '["efficient_dlm"]'})
+    counts = job_counts(out.stdout)
+    assert counts == {"edlm_data": 1, "edlm_train_ar": 1, "edlm_convert": len(sec["variants"]),
+                      "edlm_eval": 1, "edlm_report": 1, "claims": 1}
+    if scale != "smoke":   # card §5: all four variants (smoke runs two)
+        assert len(sec["variants"]) == 4
+
+
+def test_bad_key_in_section_is_named(tmp_path):
+    msg = bad_scale_edit(tmp_path, "    clean_intra: causal\n", "    clean_intra: sideways\n")
+    assert "efficient_dlm.convert.clean_intra" in msg
+
+
+def test_bad_step_config_is_one_line():
+    bad = json.dumps({"train": {"steps": 0, "batch_size": 2, "lr": 1e-3}, "block": 8})
+    out = subprocess.run([sys.executable, "-m", "methods.efficient_dlm", "convert", "--config", bad,
+                          "--variant", "blk_clean", "--ar", "x", "--data", "x", "--out", "x"],
+                         cwd=ROOT, env=snakemake_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "steps" in lines[0], out.stderr
