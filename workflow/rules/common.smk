@@ -361,6 +361,16 @@ def pid_reweight_cfg(scale):
     return {k: pid(scale, k) for k in ("train", "pid", "reweight")}
 
 
+# ---- uniscale + model_pool (workflow/rules/uniscale.smk) ----
+def us(scale, *keys):
+    return hp(scale, "uniscale", *keys)
+
+
+def pool_members(scale):
+    """Every policy member directory of the shared model pool."""
+    return [f"{RESULTS}/{scale}/model_pool/members/{m['name']}" for m in us(scale, "pool", "members")]
+
+
 # ---- pse (workflow/rules/pse.smk) ----
 def pse(scale, *keys):
     return hp(scale, "pse", *keys)
@@ -405,3 +415,13 @@ def mem_builds(scale):
     """The store files the runs need (each built once)."""
     stores = sorted({r.split(":")[0] for r in mem(scale, "runs")})
     return [f"{RESULTS}/{scale}/memora/stores/{s}.json" for s in stores]
+
+
+# ---- tsgd (workflow/rules/tsgd.smk) ----
+def tsgd_cfg(scale):
+    return hp(scale, "tsgd")
+
+
+def tsgd_outputs(scale, kind, ext):
+    """One file per TSGD variant (libs/*.json or traces/*.csv), in the config's order."""
+    return [f"{RESULTS}/{scale}/tsgd/{kind}/{v}.{ext}" for v in tsgd_cfg(scale)["variants"]]

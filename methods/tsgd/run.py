@@ -1,0 +1,194 @@
+"""DAG steps of the TSGD study: data, baselines, one TSGD variant, aggregate."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from methods.core.config import from_dict, from_json
+from methods.core.results import InputError, read_jsonl, write_json, write_jsonl
+
+from .synth import SynthConfig
+
+
+@dataclass
+class DataConfig:
+    source: str              # synthetic | hub
+    n_train: int
+    n_val: int
+    n_test: int
+    n_types: int
+    seed: int
+    train_hub: str | None    # paper: EleutherAI/hendrycks_math
+    test_hubs: list          # paper: MATH-500, AIME 2024, AIME 2025
+
+
+@dataclass
+class LLMConfig:
+    kind: str                # sim | endpoint
+    endpoints: list          # [solver, reflector] make_llm specs (endpoint); [] with the simulator
+    sim_solver: dict
+    sim_reflector: dict
+    seed: int
+
+
+@dataclass
+class StudyConfig:
+    data: dict
+    llm: dict
+    embedder: str
+    tsgd: dict
+    variants: dict
+    rag: dict
+    analysis: dict
+
+
+def _sec(cls, obj, where):
+    return from_json(cls, json.dumps(obj), where)
+
+
+def study(cfg_json: str) -> StudyConfig:
+    return from_json(StudyConfig, cfg_json, "tsgd")
+
+
+def build_data(cfg_json: str, out: str) -> dict:
+    s = study(cfg_json)
+    d = _sec(DataConfig, s.data, "tsgd.data")
+    if d.source == "synthetic":
+        from .synth import generate, write
+
+        data = generate(SynthConfig(d.n_train, d.n_val, d.n_test, d.n_types, d.seed))
+    elif d.source == "hub":
+        data = _hub_data(d)
+    else:
+        raise InputError(f"tsgd.data.source: expected synthetic or hub, got {d.source!r}")
+    for split, rows in data.items():
+        write_jsonl(Path(out) / f"{split}.jsonl", rows)
+    return {k: len(v) for k, v in data.items()}
+
+
+def _hub_data(d: DataConfig) -> dict:  # paper scale only (needs the hub; not run on CPU)
+    import random
+
+    from datasets import get_dataset_config_names, load_dataset
+
+    from .answer import last_boxed
+
+    rows = []
+    for sub in get_dataset_config_names(d.train_hub):
+        for i, r in enumerate(load_dataset(d.train_hub, sub, split="train")):
+            rows.append({"id": f"{sub}{i}", "type": sub, "question": r["problem"],
+                         "answer": last_boxed(r["solution"]) or ""})
+    random.Random(d.seed).shuffle(rows)
+    train, val = rows[:d.n_train], rows[d.n_train:d.n_train + d.n_val]
+    test = []
+    for spec in d.test_hubs:
+        ds = load_dataset(spec["id"], split=spec["split"])
+        for i, r in enumerate(ds):
+            test.append({"id": f"{spec['name']}{i}", "type": spec["name"],
+                         "question": r[spec["question"]], "answer": str(r[spec["answer"]])})
+    return {"train": train, "val": val, "test": test}
+
+
+def load_split(data_dir: str, split: str) -> list[dict]:
+    p = Path(data_dir) / f"{split}.jsonl"
+    if not p.is_file():
+        raise InputError(f"missing data file {p}")
+    return read_jsonl(p)
+
+
+def make_agent(s: StudyConfig, data_dir: str, variant: dict | None, need_retriever: bool):
+    from .optim import Agent, Retriever, TSGDConfig, make_embed
+    from .sim import ReflectorParams, SimReflector, SimSolver, SolverParams, classify
+
+    lc = _sec(LLMConfig, s.llm, "tsgd.llm")
+    tc = dict(s.tsgd)
+    tc.update(capacity=(variant or {}).get("capacity"), verify=(variant or {}).get("verify", "none"))
+    try:
+        cfg = from_dict(TSGDConfig, tc, "tsgd.tsgd")
+    except ValueError as e:
+        raise InputError(f"tsgd.variants: {e}") from None
+    classify_fn = None
+    if lc.kind == "sim":
+        index = {r["question"]: r for sp in ("train", "val", "test") for r in load_split(data_dir, sp)}
+        solver = SimSolver(_sec(SolverParams, lc.sim_solver, "tsgd.llm.sim_solver"), index, lc.seed)
+        reflector = SimReflector(_sec(ReflectorParams, lc.sim_reflector, "tsgd.llm.sim_reflector"), index)
+        classify_fn = lambda r: classify(r, index, solver.book)  # noqa: E731
+    elif lc.kind == "endpoint":
+        from methods.core.llm import make_llm
+
+        if len(lc.endpoints) != 2:
+            raise InputError("tsgd.llm.endpoints: expected [solver spec, reflector spec] with kind endpoint")
+        solver, reflector = make_llm(lc.endpoints[0]), make_llm(lc.endpoints[1])
+    else:
+        raise InputError(f"tsgd.llm.kind: expected sim or endpoint, got {lc.kind!r}")
+    if s.embedder not in ("hash", "minilm"):
+        raise InputError(f"tsgd.embedder: expected hash or minilm, got {s.embedder!r}")
+    ret = Retriever(lambda: make_embed(s.embedder), lazy=True) if need_retriever else None
+    return Agent(solver, reflector, ret, cfg), classify_fn
+
+
+def baselines(cfg_json: str, data_dir: str, out: str, curve_csv: str) -> dict:
+    import csv
+    import io
+
+    from .library import Library
+    from .optim import static_rag
+
+    s = study(cfg_json)
+    t0 = time.perf_counter()
+    agent, _ = make_agent(s, data_dir, None, need_retriever=True)
+    train, test = load_split(data_dir, "train"), load_split(data_dir, "test")
+    zs = agent.accuracy(test, Library(None))[0]
+    cps = [c for c in s.rag["checkpoints"] if c <= len(train)]
+    if not cps:
+        raise InputError("tsgd.rag.checkpoints: none is <= the number of training problems")
+    curve = static_rag(agent, train, test, int(s.rag["k"]), cps, int(s.rag["seed"]))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, ["memory_size", "test_acc"])
+    w.writeheader()
+    w.writerows(curve)
+    from methods.core.results import write_text
+
+    write_text(curve_csv, buf.getvalue())
+    res = {"zero_shot_test_acc": zs, "rag_curve": curve, "n_solver_calls": agent.n_solver_calls,
+           "wall_s": time.perf_counter() - t0}
+    write_json(out, res)
+    return res
+
+
+def train_variant(cfg_json: str, variant: str, data_dir: str, out: str, trace_csv: str) -> dict:
+    import csv
+    import io
+
+    from methods.core.results import write_text
+
+    from .optim import train_tsgd
+
+    s = study(cfg_json)
+    if variant not in s.variants:
+        raise InputError(f"tsgd.variants: no variant {variant!r} (have {sorted(s.variants)})")
+    v = s.variants[variant]
+    if set(v) != {"capacity", "verify"}:
+        raise InputError(f"tsgd.variants.{variant}: expected keys capacity, verify; got {sorted(v)}")
+    t0 = time.perf_counter()
+    need_ret = v["capacity"] is None or v["capacity"] > s.tsgd["max_full_context"]
+    agent, classify_fn = make_agent(s, data_dir, v, need_retriever=need_ret)
+    train, val, test = (load_split(data_dir, sp) for sp in ("train", "val", "test"))
+    r = train_tsgd(agent, train, val, classify_fn)
+    test_acc, _ = agent.accuracy(test, r["library"])
+    final_test_acc, _ = agent.accuracy(test, r["final"])
+    kinds = [classify_fn(x)[0] for x in r["library"].rules] if classify_fn else []
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, list(r["trace"][0]))
+    w.writeheader()
+    w.writerows(r["trace"])
+    write_text(trace_csv, buf.getvalue())
+    res = {"variant": variant, **v, "test_acc": test_acc, "final_test_acc": final_test_acc,
+           "best_val_acc": r["best_val_acc"], "best_step": r["best_step"], "max_size": r["max_size"],
+           "library": r["library"].to_json(), "final_library": r["final"].to_json(),
+           "library_kinds": kinds, "ops": r["ops"], "n_solver_calls": agent.n_solver_calls,
+           "wall_s": time.perf_counter() - t0}
+    write_json(out, res)
+    return res

@@ -1,0 +1,1 @@
+"""UniScale: one contextual bandit over (model x test-time-scaling setting)."""

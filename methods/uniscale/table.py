@@ -1,0 +1,219 @@
+"""The offline replay table: every (query, arm) run once, like the paper's cached results.
+
+Arms = pool policy member × TTS setting. TTS settings: `greedy`, `bon{N}` (N samples, final
+answer by verifier-weighted majority vote; BoN-k uses the first k of the same N_max samples) and
+`beam` (verifier-guided step-level beam search: each round every kept beam samples CP
+continuations up to the next `;` or the end, the verifier scores the partial scratchpads and the
+best BS are kept). Each row: correct, verifier score of the final answer, generated tokens,
+eFLOPs (card formula) and matmul FLOPs from the pool's measured FLOPs/token.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from methods.model_pool import tasks
+
+from . import cost
+
+
+@dataclass
+class TableConfig:
+    n_queries: int = 600
+    bon: list[int] = field(default_factory=lambda: [2, 4, 8])
+    beam_cp: int = 4
+    beam_bs: int = 2
+    max_rounds: int = 6
+    temperature: float = 1.0
+    max_new_tokens: int = 48
+    chunk: int = 1024
+    intensity: float = 156.0
+    bytes_w: int = 2
+    bytes_kv: int = 2
+    seed: int = 1
+
+
+def arm_names(members: list[str], cfg: TableConfig) -> list[str]:
+    tts = ["greedy"] + [f"bon{n}" for n in cfg.bon] + ["beam"]
+    return [f"{m}/{t}" for m in members for t in tts]
+
+
+class Gen:
+    """Batched generation with one pool LM (left padding, KV cache via HF generate)."""
+
+    def __init__(self, model, tok, cfg: TableConfig):
+        self.model, self.tok, self.cfg = model, tok, cfg
+        self.nl = tok.convert_tokens_to_ids("\n")
+        self.semi = tok.convert_tokens_to_ids(";")
+        self.pad = tok.pad_token_id
+
+    def encode(self, texts):
+        import torch
+
+        ids = [self.tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        w = max(map(len, ids))
+        x = torch.full((len(ids), w), self.pad, dtype=torch.long)
+        m = torch.zeros((len(ids), w), dtype=torch.long)
+        for i, s in enumerate(ids):
+            x[i, w - len(s):] = torch.tensor(s)
+            m[i, w - len(s):] = 1
+        return x, m, [len(s) for s in ids]
+
+    def generate(self, texts, sample: bool, stop_step: bool, max_new: int):
+        """(completions, #generated tokens) for each text; stops at newline (and `;` if stop_step)."""
+        import torch
+
+        outs, lens = [], []
+        stops = [self.nl, self.semi] if stop_step else [self.nl]
+        for i in range(0, len(texts), self.cfg.chunk):
+            x, m, _ = self.encode(texts[i:i + self.cfg.chunk])
+            with torch.no_grad():
+                y = self.model.generate(input_ids=x, attention_mask=m, do_sample=sample,
+                                        temperature=self.cfg.temperature if sample else None,
+                                        top_k=0 if sample else None, top_p=None,
+                                        max_new_tokens=max_new, eos_token_id=stops, pad_token_id=self.pad)
+            for row in y[:, x.shape[1]:].tolist():
+                n = next((j + 1 for j, t in enumerate(row) if t in stops), len(row))
+                outs.append(self.tok.decode(row[:n]))
+                lens.append(n)
+        return outs, lens
+
+
+def verifier_scores(vmodel, vtok, texts, chunk: int = 1024) -> list[float]:
+    """P(Y) / (P(Y) + P(N)) read at the end of `tasks.verifier_text(text)` (a step `;` or a final `?`)."""
+    import torch
+
+    y, n = vtok.convert_tokens_to_ids("Y"), vtok.convert_tokens_to_ids("N")
+    out = []
+    for i in range(0, len(texts), chunk):
+        ids = [vtok(tasks.verifier_text(t), add_special_tokens=False)["input_ids"] for t in texts[i:i + chunk]]
+        w = max(map(len, ids))
+        x = torch.full((len(ids), w), vtok.pad_token_id, dtype=torch.long)
+        m = torch.zeros_like(x)
+        for j, s in enumerate(ids):
+            x[j, :len(s)] = torch.tensor(s)
+            m[j, :len(s)] = 1
+        with torch.no_grad():
+            logits = vmodel(input_ids=x, attention_mask=m).logits
+        last = logits[torch.arange(len(ids)), torch.tensor([len(s) - 1 for s in ids])]
+        p = torch.softmax(last[:, [y, n]].float(), -1)[:, 0]
+        out += p.tolist()
+    return out
+
+
+def vote(answers: list[str | None], scores: list[float]) -> int:
+    """Index of the chosen sample: the answer with the largest summed verifier score wins; the
+    returned sample is its highest-scoring one."""
+    tot = defaultdict(float)
+    for a, s in zip(answers, scores):
+        tot[a] += s
+    best = max(tot, key=lambda a: (tot[a], a is not None))
+    return max((i for i, a in enumerate(answers) if a == best), key=lambda i: scores[i])
+
+
+def run_member(name, model, tok, arch, varch, vmodel, vtok, queries, cfg: TableConfig, seed: int) -> list[dict]:
+    import torch
+
+    g = Gen(model, tok, cfg)
+    prompts = [q["prompt"] for q in queries]
+    n_in = [len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+    pw, pkv, I = cfg.bytes_w, cfg.bytes_kv, cfg.intensity
+    fpt = arch["flops_per_token"]
+    rows = []
+
+    def row(q, k, tts, text, vscore, gen_lens, comp, mem, n_tokens):
+        rows.append({"qid": q["qid"], "arm": f"{name}/{tts}", "model": name, "tts": tts,
+                     "correct": int(tasks.is_correct(q, text)), "verifier": vscore,
+                     "tokens": int(sum(gen_lens)), "eflops": cost.eflops(comp, mem, I),
+                     "flops_measured": fpt * n_tokens, "output": text})
+
+    # greedy (the verifier score is computed for the reward, not charged: no search uses it)
+    outs, lens = g.generate(prompts, False, False, cfg.max_new_tokens)
+    vs = verifier_scores(vmodel, vtok, [p + o for p, o in zip(prompts, outs)])
+    for k, q in enumerate(queries):
+        c1, m1 = cost.prefill(arch, n_in[k], pw, pkv)
+        c2, m2 = cost.decode(arch, [n_in[k]], [lens[k]], pw, pkv)
+        row(q, k, "greedy", outs[k], vs[k], [lens[k]], c1 + c2, m1 + m2, n_in[k] + lens[k])
+
+    # best-of-N with verifier-weighted voting
+    if cfg.bon:
+        nmax = max(cfg.bon)
+        torch.manual_seed(seed)
+        outs, lens = g.generate([p for p in prompts for _ in range(nmax)], True, False, cfg.max_new_tokens)
+        vs = verifier_scores(vmodel, vtok, [prompts[i // nmax] + o for i, o in enumerate(outs)])
+        for k, q in enumerate(queries):
+            so, sl, sv = outs[k * nmax:(k + 1) * nmax], lens[k * nmax:(k + 1) * nmax], vs[k * nmax:(k + 1) * nmax]
+            for n in cfg.bon:
+                j = vote([tasks.parse(o)[1] for o in so[:n]], sv[:n])
+                c1, m1 = cost.prefill(arch, n_in[k], pw, pkv)
+                c2, m2 = cost.decode(arch, [n_in[k]] * n, sl[:n], pw, pkv)
+                c3, m3 = cost.verify(varch, [n_in[k] + x for x in sl[:n]], pw, pkv)
+                row(q, k, f"bon{n}", so[j], sv[j], sl[:n], c1 + c2 + c3, m1 + m2 + m3,
+                    n * n_in[k] + sum(sl[:n]))
+
+    # verifier-guided step-level beam search
+    if cfg.beam_cp > 0:
+        torch.manual_seed(seed + 1)
+        beams = [[("", 0.0)] for _ in queries]           # per query: (partial, score)
+        done = [[] for _ in queries]
+        acc = [{"comp": 0.0, "mem": 0.0, "lens": [], "tok": 0} for _ in queries]
+        for k in range(len(queries)):
+            c1, m1 = cost.prefill(arch, n_in[k], pw, pkv)
+            acc[k]["comp"] += c1
+            acc[k]["mem"] += m1
+        for _ in range(cfg.max_rounds):
+            jobs = [(k, b) for k in range(len(queries)) for b in beams[k] for _ in range(cfg.beam_cp)]
+            if not jobs:
+                break
+            outs, lens = g.generate([prompts[k] + b[0] for k, b in jobs], True, True, cfg.max_new_tokens)
+            cand = [b[0] + o for (k, b), o in zip(jobs, outs)]
+            vs = verifier_scores(vmodel, vtok, [prompts[k] + c for (k, _), c in zip(jobs, cand)])
+            per = defaultdict(list)
+            for (k, b), c, ln, v in zip(jobs, cand, lens, vs):
+                per[k].append((c, v, ln, len(b[0])))
+            for k in range(len(queries)):
+                if k not in per:
+                    continue
+                ps = per[k]
+                starts = [n_in[k] + s for _, _, _, s in ps]
+                c2, m2 = cost.decode(arch, starts, [ln for _, _, ln, _ in ps], pw, pkv)
+                c3, m3 = cost.verify(varch, [st + ln for st, (_, _, ln, _) in zip(starts, ps)], pw, pkv)
+                acc[k]["comp"] += c2 + c3
+                acc[k]["mem"] += m2 + m3
+                acc[k]["lens"] += [ln for _, _, ln, _ in ps]
+                acc[k]["tok"] += sum(ln for _, _, ln, _ in ps)
+                ps.sort(key=lambda t: -t[1])
+                keep = []
+                for c, v, ln, _ in ps[:cfg.beam_bs]:
+                    if c.endswith("\n") or len(c) >= cfg.max_new_tokens:
+                        done[k].append((c, v))
+                    else:
+                        keep.append((c, v))
+                beams[k] = keep
+        for k, q in enumerate(queries):
+            fin = done[k] or beams[k] or [("", 0.0)]
+            text, v = max(fin, key=lambda t: t[1])
+            row(q, k, "beam", text, v, acc[k]["lens"], acc[k]["comp"], acc[k]["mem"],
+                n_in[k] + acc[k]["tok"])
+    return rows
+
+
+def build_table(cfg: TableConfig, members: dict[str, str], verifier: str, data_dir: str, costs: dict):
+    """All (query, arm) rows as a DataFrame."""
+    import pandas as pd
+
+    from methods.core.results import read_jsonl
+    from methods.model_pool.pool import arch as arch_of, load
+
+    queries = read_jsonl(f"{data_dir}/test.jsonl")[: cfg.n_queries]
+    vmodel, vtok, _ = load(verifier)
+    varch = arch_of(vmodel)
+    rows = []
+    for i, (name, path) in enumerate(members.items()):
+        model, tok, _ = load(path)
+        a = {**arch_of(model), "flops_per_token": costs["members"][name]["flops_per_token_counted"]}
+        rows += run_member(name, model, tok, a, varch, vmodel, vtok, queries, cfg, cfg.seed + 100 * i)
+    df = pd.DataFrame(rows)
+    q = pd.DataFrame([{"qid": x["qid"], "family": x["family"], "difficulty": x["difficulty"], "digits": x["digits"],
+                       "prompt": x["prompt"]} for x in queries])
+    return df.merge(q, on="qid")

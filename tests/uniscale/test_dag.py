@@ -1,0 +1,35 @@
+"""Dry runs of the UniScale DAG at every scale, and a bad config failing with one line."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.workflow.conftest import ROOT, job_counts, snakemake
+
+
+@pytest.mark.parametrize("scale,members", [("smoke", 3), ("tiny", 3), ("paper", 6)])
+def test_dag_job_counts(tmp_path, scale, members):
+    target = tmp_path / scale / "uniscale" / "claims.json"
+    out = snakemake(str(target), "-n", "--quiet", "rules",
+                    config={"results_dir": str(tmp_path), "papers": '["uniscale"]'})
+    assert job_counts(out.stdout) == {"pool_data": 1, "pool_train_member": members, "pool_train_verifier": 1,
+                                      "pool_costs": 1, "us_build_table": 1, "us_analyze": 1, "claims": 1}
+
+
+def test_bad_config_one_line():
+    cfg = json.dumps({"alpha": 1.0, "lam": 1.0, "weights": {"cost": [0.1, 0.1, 0.8]}, "policies": ["uis_linucb"],
+                      "seeds": [0], "route_tts": "greedy", "tts_model": "M", "knn_k": 10, "feat_dim": 16,
+                      "switch_frac": 0.5, "cost_norm": None, "alpha_typo": 2})
+    p = subprocess.run([sys.executable, "-m", "methods.uniscale", "analyze", "--config", cfg, "--table", "x",
+                        "--data", "x", "--costs", "x", "--runs", "x", "--summary", "x", "--fig_regret", "x",
+                        "--fig_pareto", "x"], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 2
+    assert len(p.stderr.strip().splitlines()) == 1 and "alpha_typo" in p.stderr
+
+
+def test_bad_pool_config_one_line():
+    p = subprocess.run([sys.executable, "-m", "methods.model_pool", "data", "--config",
+                        json.dumps({"members": [{"name": "S"}]}), "--out", "/tmp/never"],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "pool.members.S" in p.stderr
