@@ -1,0 +1,1 @@
+# fusionroute: placeholder; the rules land with the paper (methods/fusionroute/).

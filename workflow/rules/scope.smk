@@ -1,0 +1,1 @@
+# scope: placeholder; the rules land with the paper (methods/scope/).
