@@ -7,7 +7,6 @@ H_{h,l} ∈ [0, 1]); the aggregate is H = Σ_h Σ_{l ∈ last 4 layers} H_{h,l} 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 EXIT, INJECT, JUMP, CONTINUE = "exit", "inject", "jump", "continue"

@@ -324,7 +324,7 @@ class OpenAIBackend(LLM):
         if transport not in ("urllib", "openai"):
             raise InputError(f"OpenAIBackend transport must be 'urllib' or 'openai', got {transport!r}")
         if concurrency < 1 or batch_size < 1:
-            raise InputError(f"OpenAIBackend needs concurrency>=1 and batch_size>=1")
+            raise InputError("OpenAIBackend needs concurrency>=1 and batch_size>=1")
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/completions"
         self.model, self.api_key_env = model, api_key_env

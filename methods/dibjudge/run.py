@@ -3,7 +3,6 @@ language) and probe its robust channel (dCor(z_r, z_b), linear probe of the MT t
 process per variant so torch is imported once."""
 from __future__ import annotations
 
-import json
 import math
 import random
 import time

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from methods.core.models import ModelConfig
-from methods.core.results import InputError, read_json, write_json, write_text
+from methods.core.results import InputError, write_text
 from methods.core.train import TrainConfig
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"

@@ -3,7 +3,6 @@ metrics, summary (claim metrics) and figure."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from pathlib import Path
 

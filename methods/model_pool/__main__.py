@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 from methods.core import cli
-from methods.core.results import write_json
 
 
 def _data(a):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from methods.core.config import from_dict
 from methods.core.models import ModelConfig
-from methods.core.results import InputError, read_json, write_json, write_jsonl
+from methods.core.results import InputError, read_json, write_jsonl
 from methods.core.train import TrainConfig
 
 from . import tasks

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from methods.core import cli
 from methods.core.config import from_dict, from_json
-from methods.core.results import InputError, atomic_path, read_json, write_json, write_metrics
+from methods.core.results import InputError, atomic_path, read_json, write_metrics
 
 
 def _save_npz(path, tree: dict):

@@ -107,8 +107,6 @@ def broja_exact(p: np.ndarray, tol: float = 1e-12, maxiter: int = 500) -> dict:
 
 def _sinkhorn(K, r, c, iters: int, tol: float):
     """Scale K[y, a, b] ≥ 0 so that rows sum to r[y, a] and columns to c[y, b]."""
-    import torch
-
     for _ in range(iters):
         K = K * (c / K.sum(1).clamp_min(1e-30)).unsqueeze(1)     # columns
         K = K * (r / K.sum(2).clamp_min(1e-30)).unsqueeze(2)     # rows

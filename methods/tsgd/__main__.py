@@ -11,7 +11,6 @@ import csv
 import functools
 import json
 import sys
-from pathlib import Path
 
 from methods.core import cli
 from methods.core.results import InputError, read_json, write_metrics, write_text

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from methods.core.config import from_dict, from_json
@@ -56,7 +56,7 @@ def build_data(cfg_json: str, out: str) -> dict:
     s = study(cfg_json)
     d = _sec(DataConfig, s.data, "tsgd.data")
     if d.source == "synthetic":
-        from .synth import generate, write
+        from .synth import generate
 
         data = generate(SynthConfig(d.n_train, d.n_val, d.n_test, d.n_types, d.seed))
     elif d.source == "hub":

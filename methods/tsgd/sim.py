@@ -28,7 +28,7 @@ from fractions import Fraction
 
 from methods.core.llm import LLM
 
-from .answer import equivalent, last_boxed
+from .answer import equivalent
 from .prompts import parse_reflect, parse_solver
 from .synth import TYPES
 

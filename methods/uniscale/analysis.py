@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import cost, pareto
+from . import pareto
 from .bandit import BanditConfig, run_policy
 
 
@@ -151,8 +151,8 @@ def metrics(res: dict, areas: dict, cfg: BanditConfig) -> dict:
     m["notes"]["c1_uis_minus_random"] = m["notes"]["c1_uis_minus_best_restricted"]
     m["notes"]["c3_area_gain"] = ("all arms share one integration range, so the 15-arm frontier can never be "
                                   "below a subset's: C3 holds by construction; the gain is the number to read")
-    m["notes"]["c2_regret_half_ratio"] = (f"regret vs the per-query oracle; measured regret exponent (UIS, "
-                                          f"slope of log R vs log t): " + ", ".join(
+    m["notes"]["c2_regret_half_ratio"] = ("regret vs the per-query oracle; measured regret exponent (UIS, "
+                                          "slope of log R vs log t): " + ", ".join(
                                               f"{k}: {v:.2f}" for k, v in expo.items() if "uis_linucb" in k))
     return m, curves
 

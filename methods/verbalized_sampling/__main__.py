@@ -15,8 +15,7 @@ from pathlib import Path
 
 from methods.core import cli
 from methods.core.config import from_json
-from methods.core.results import (InputError, read_json, read_jsonl, write_json, write_jsonl,
-                                  write_metrics)
+from methods.core.results import read_json, read_jsonl, write_json, write_jsonl, write_metrics
 
 
 @dataclass

@@ -3,7 +3,6 @@ ROUGE-L, distinct-n (intra-response as in the repo, and corpus-level), Coverage-
 answer histogram to the reference distribution, validity and unique-valid fraction."""
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 import numpy as np

@@ -5,19 +5,16 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
-from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake
+from tests.workflow.conftest import ROOT, bad_scale_edit, plan_paper
 
 pytestmark = pytest.mark.workflow
 
 
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
-    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["agoq"]
-    target = tmp_path / "r" / scale / "agoq" / "claims.json"
-    out = snakemake(str(target), "-n", "--quiet", "rules", config={"scale": scale, "results_dir": tmp_path / "r"})
-    assert job_counts(out.stdout) == {"agoq_data": 1, "agoq_train": len(sec["train_variants"]),
+    sec, counts = plan_paper(tmp_path, "agoq", scale)
+    assert counts == {"agoq_data": 1, "agoq_train": len(sec["train_variants"]),
                                       "agoq_probe": 1, "agoq_aggregate": 1, "claims": 1}
     if scale == "tiny":  # card §5 variants; fp and qgrad8 always trained
         assert {"fp", "laaq", "uni4", "uni2", "qgrad8"} <= set(sec["train_variants"])

@@ -4,10 +4,9 @@ import json
 import random
 
 import pytest
-import yaml
 
 from methods.asag.data import DataConfig, Vocab, build, problem, trace
-from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake
+from tests.workflow.conftest import bad_scale_edit, plan_paper
 
 
 def test_trace_patterns_and_rates(tmp_path):
@@ -44,12 +43,10 @@ def test_first_slip_is_fixed_by_the_first_recheck():
 
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
-    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["asag"]
-    target = tmp_path / "r" / scale / "asag" / "claims.json"
-    out = snakemake(str(target), "-n", "--quiet", "rules", config={"scale": scale, "results_dir": tmp_path / "r"})
+    sec, counts = plan_paper(tmp_path, "asag", scale)
     n = len(sec["decode"]["policies"])
     assert n == 7
-    assert job_counts(out.stdout) == {"asag_data": 1, "asag_train": 1, "asag_decode": n, "asag_report": 1, "claims": 1}
+    assert counts == {"asag_data": 1, "asag_train": 1, "asag_decode": n, "asag_report": 1, "claims": 1}
 
 
 def test_bad_key_in_section_is_named(tmp_path):

@@ -6,7 +6,6 @@ and the MiniLM embedder against hand-rolled mean pooling."""
 from __future__ import annotations
 
 import math
-import random
 import time
 
 import pytest

@@ -1,19 +1,16 @@
 """The DIBJudge DAG plans at every scale with one training job per variant, and a bad key in
 its scale section fails before any job, naming the key."""
 import pytest
-import yaml
 
-from tests.workflow.conftest import ROOT, copy_scales, job_counts, snakemake
+from tests.workflow.conftest import copy_scales, plan_paper, snakemake
 
 pytestmark = pytest.mark.workflow
 
 
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
-    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["dibjudge"]
-    target = tmp_path / "r" / scale / "dibjudge" / "claims.json"
-    out = snakemake(str(target), "-n", "--quiet", "rules", config={"scale": scale, "results_dir": tmp_path / "r"})
-    assert job_counts(out.stdout) == {"dj_data": 1, "dj_train": len(sec["variants"]), "dj_report": 1, "claims": 1}
+    sec, counts = plan_paper(tmp_path, "dibjudge", scale)
+    assert counts == {"dj_data": 1, "dj_train": len(sec["variants"]), "dj_report": 1, "claims": 1}
     # card §5: sft, dib_vib, dib_vq, no_dis, no_proxy, no_bottleneck; smoke runs 3 of them (CI time)
     assert len(sec["variants"]) == (3 if scale == "smoke" else 6)
 

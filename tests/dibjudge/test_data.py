@@ -4,7 +4,6 @@ correct one in exactly the asked slot (or omits it); a hallucinated value occurs
 context, a swapped one is the distractor's value; the exact-match segment feature marks them;
 the train set has the card's MT-better rate."""
 import json
-import random
 
 import pytest
 

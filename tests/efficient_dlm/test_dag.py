@@ -5,20 +5,15 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
-from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake, snakemake_env
+from tests.workflow.conftest import ROOT, bad_scale_edit, plan_paper, snakemake_env
 
 pytestmark = pytest.mark.workflow
 
 
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
-    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["efficient_dlm"]
-    target = tmp_path / "r" / scale / "efficient_dlm" / "claims.json"
-    out = snakemake(str(target), "-n", "--quiet", "rules",
-                    config={"scale": scale, "results_dir": tmp_path / "r", "papers": '["efficient_dlm"]'})
-    counts = job_counts(out.stdout)
+    sec, counts = plan_paper(tmp_path, "efficient_dlm", scale)
     assert counts == {"edlm_data": 1, "edlm_train_ar": 1, "edlm_convert": len(sec["variants"]),
                       "edlm_eval": 1, "edlm_report": 1, "claims": 1}
     if scale != "smoke":   # card §5: all four variants (smoke runs two)

@@ -2,23 +2,20 @@
 job per (baseline+objective, setting), one evaluation per setting; a bad key in its scale
 section fails before any job, in one line naming the key."""
 import pytest
-import yaml
 
-from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake
+from tests.workflow.conftest import ROOT, bad_scale_edit, plan_paper
 
 pytestmark = pytest.mark.workflow
 
 
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
-    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["lfq"]
-    target = tmp_path / "r" / scale / "lfq" / "claims.json"
-    out = snakemake(str(target), "-n", "--quiet", "rules", config={"scale": scale, "results_dir": tmp_path / "r"})
+    sec, counts = plan_paper(tmp_path, "lfq", scale)
     n_set = len(sec["settings"])
     finals = [v for v in sec["variants"] if "-" in v]
     # a final-block variant needs its baseline even when the baseline is not itself a variant
     bases = {v.split("-")[0] for v in sec["variants"]}
-    assert job_counts(out.stdout) == {
+    assert counts == {
         "lfq_data": 1, "lfq_train_fp": 1, "lfq_calibrate": 1, "lfq_quantize": len(bases) * n_set,
         "lfq_final": len(finals) * n_set, "lfq_evaluate": n_set, "lfq_report": 1, "claims": 1}
     if scale == "tiny":  # card §5: W3g32 and W2g32; RTN, GPTQ, OmniQuant; LFQ + ablation

@@ -6,18 +6,14 @@ import sys
 import pytest
 import yaml
 
-from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake
+from tests.workflow.conftest import ROOT, bad_scale_edit, plan_paper
 
 pytestmark = pytest.mark.workflow
 
 
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
-    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["memora"]
-    target = tmp_path / "r" / scale / "memora" / "claims.json"
-    out = snakemake(str(target), "-n", "--quiet", "rules",
-                    config={"scale": scale, "results_dir": tmp_path / "r", "papers": '["memora"]'})
-    counts = job_counts(out.stdout)
+    sec, counts = plan_paper(tmp_path, "memora", scale)
     stores = {r.split(":")[0] for r in sec["runs"]}
     assert counts == {"memora_data": 1, "memora_embed": 1, "memora_build": len(stores),
                       "memora_retrieve": len(sec["runs"]), "memora_theory": 1, "memora_aggregate": 1,

@@ -1,20 +1,15 @@
 """The PID DAG plans at every scale with one training job per mixture (+ the omni model), and a
 bad key in its scale section fails before any job, naming the key."""
 import pytest
-import yaml
 
-from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake
+from tests.workflow.conftest import bad_scale_edit, plan_paper
 
 pytestmark = pytest.mark.workflow
 
 
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
-    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["pid"]
-    target = tmp_path / "r" / scale / "pid" / "claims.json"
-    out = snakemake(str(target), "-n", "--quiet", "rules",
-                    config={"scale": scale, "results_dir": tmp_path / "r", "papers": '["pid"]'})
-    counts = job_counts(out.stdout)
+    sec, counts = plan_paper(tmp_path, "pid", scale)
     n_mix = len(sec["train"]["mixes"])
     assert counts == {"pid_data": 1, "pid_train": n_mix + 1, "pid_decide": 1, "pid_pid": 1,
                       "pid_reweight": 1, "pid_aggregate": 1, "claims": 1}

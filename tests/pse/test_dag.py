@@ -4,20 +4,15 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
-from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake
+from tests.workflow.conftest import ROOT, bad_scale_edit, plan_paper
 
 pytestmark = pytest.mark.workflow
 
 
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
-    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["pse"]
-    target = tmp_path / "r" / scale / "pse" / "claims.json"
-    out = snakemake(str(target), "-n", "--quiet", "rules",
-                    config={"scale": scale, "results_dir": tmp_path / "r", "papers": '["pse"]'})
-    counts = job_counts(out.stdout)
+    sec, counts = plan_paper(tmp_path, "pse", scale)
     assert counts == {"pse_scenarios": 1, "pse_run": len(sec["agents"]), "pse_pipeline": 1,
                       "pse_defend": 3, "pse_metrics": 1, "claims": 1}
     if scale == "paper":

@@ -5,23 +5,20 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
-from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake
+from tests.workflow.conftest import ROOT, bad_scale_edit, plan_paper
 
 pytestmark = pytest.mark.workflow
 
 
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
-    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["rabitqcache"]
-    target = tmp_path / "r" / scale / "rabitqcache" / "claims.json"
-    out = snakemake(str(target), "-n", "--quiet", "rules", config={"scale": scale, "results_dir": tmp_path / "r"})
+    sec, counts = plan_paper(tmp_path, "rabitqcache", scale)
     want = {"rabitqcache_data": 1, "rabitqcache_train": 1, "rabitqcache_capture": 1, "rabitqcache_estimator": 1,
             "rabitqcache_sparse": 1, "rabitqcache_report": 1, "claims": 1}
     if sec["lm_eval"]["tasks"]:
         want["rabitqcache_lm_eval"] = 1
-    assert job_counts(out.stdout) == want
+    assert counts == want
     assert bool(sec["lm_eval"]["tasks"]) == (scale == "paper")   # LongBench / RULER at paper scale only
 
 

@@ -4,20 +4,15 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
-from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake
+from tests.workflow.conftest import ROOT, bad_scale_edit, plan_paper
 
 pytestmark = pytest.mark.workflow
 
 
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
-    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["rl_sgd"]
-    target = tmp_path / "r" / scale / "rl_sgd" / "claims.json"
-    out = snakemake(str(target), "-n", "--quiet", "rules",
-                    config={"scale": scale, "results_dir": tmp_path / "r", "papers": ["rl_sgd"]})
-    counts = job_counts(out.stdout)
+    sec, counts = plan_paper(tmp_path, "rl_sgd", scale)
     n_w, n_s = len(sec["widths"]), len(sec["seeds"])
     grid = len(sec["grid"]["adamw"]) + len(sec["grid"]["sgd"])
     n_grpo = grid * (n_s + n_w - 1) + len(sec["ablation"])

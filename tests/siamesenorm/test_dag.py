@@ -1,19 +1,15 @@
 """The SiameseNorm DAG plans at every scale with one run per scheme × lr × seed, and a bad
 key in its scale section fails before any job, naming the key."""
 import pytest
-import yaml
 
-from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake
+from tests.workflow.conftest import bad_scale_edit, plan_paper
 
 pytestmark = pytest.mark.workflow
 
 
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
-    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["siamesenorm"]
-    target = tmp_path / "r" / scale / "siamesenorm" / "claims.json"
-    out = snakemake(str(target), "-n", "--quiet", "rules", config={"scale": scale, "results_dir": tmp_path / "r"})
-    counts = job_counts(out.stdout)
+    sec, counts = plan_paper(tmp_path, "siamesenorm", scale)
     n_runs = len(sec["schemes"]) * len(sec["lrs"]) * len(sec["seeds"])
     assert counts == {"sn_data": 1, "sn_train": n_runs, "sn_steptime": 1, "sn_evaluate": 1,
                       "sn_aggregate": 1, "claims": 1}

@@ -7,18 +7,14 @@ import sys
 import pytest
 import yaml
 
-from tests.workflow.conftest import ROOT, bad_scale_edit, job_counts, snakemake
+from tests.workflow.conftest import ROOT, bad_scale_edit, plan_paper
 
 pytestmark = pytest.mark.workflow
 
 
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
-    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())["tsgd"]
-    target = tmp_path / "r" / scale / "tsgd" / "claims.json"
-    out = snakemake(str(target), "-n", "--quiet", "rules",
-                    config={"scale": scale, "results_dir": tmp_path / "r", "papers": ["tsgd"]})
-    counts = job_counts(out.stdout)
+    sec, counts = plan_paper(tmp_path, "tsgd", scale)
     assert counts == {"tsgd_data": 1, "tsgd_baselines": 1, "tsgd_train": len(sec["variants"]),
                       "tsgd_aggregate": 1, "claims": 1}
     assert len(sec["variants"]) == 5      # card §5: full, C12, no_budget, local_only, no_verify

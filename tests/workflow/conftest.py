@@ -43,6 +43,17 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
     return counts
 
 
+def plan_paper(tmp_path: Path, paper: str, scale: str) -> tuple[dict, dict[str, int]]:
+    """(the paper's section of config/scales/<scale>.yaml, {rule: jobs} of a dry run of its
+    claims target at that scale)."""
+    import yaml
+
+    sec = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())[paper]
+    target = tmp_path / "r" / scale / paper / "claims.json"
+    out = snakemake(str(target), "-n", "--quiet", "rules", config={"scale": scale, "results_dir": tmp_path / "r"})
+    return sec, job_counts(out.stdout)
+
+
 def copy_scales(dst: Path) -> Path:
     dst.mkdir(parents=True, exist_ok=True)
     for f in (ROOT / "config" / "scales").glob("*.yaml"):
