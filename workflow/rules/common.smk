@@ -425,3 +425,31 @@ def tsgd_cfg(scale):
 def tsgd_outputs(scale, kind, ext):
     """One file per TSGD variant (libs/*.json or traces/*.csv), in the config's order."""
     return [f"{RESULTS}/{scale}/tsgd/{kind}/{v}.{ext}" for v in tsgd_cfg(scale)["variants"]]
+
+
+# ---- scope (workflow/rules/scope.smk) ----
+def sc(scale, *keys):
+    return hp(scale, "scope", *keys)
+
+
+def sc_member_dirs(scale):
+    """The routing pool of SCOPE, in config order: shared pool members (results/{scale}/model_pool)
+    and SCOPE's own extra members (results/{scale}/scope/members)."""
+    own = {m["name"] for m in sc(scale, "extra_members")}
+    return [f"{RESULTS}/{scale}/scope/members/{m}" if m in own else f"{RESULTS}/{scale}/model_pool/members/{m}"
+            for m in sc(scale, "outcomes", "pool", "members")]
+
+
+# ---- fusionroute (workflow/rules/fusionroute.smk) ----
+def fr(scale, *keys):
+    return hp(scale, "fusionroute", *keys)
+
+
+def fr_cfg(scale, section, **extra):
+    """A step's section of the fusionroute config with the `hub` section beside it."""
+    return {**fr(scale, section), "hub": fr(scale, "hub"), **extra}
+
+
+def fr_experts(scale):
+    """The expert directories in the order of the routing head (add, rev, brk)."""
+    return [f"{RESULTS}/{scale}/fusionroute/experts/{k}" for k in ("add", "rev", "brk")]

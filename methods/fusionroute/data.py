@@ -1,0 +1,118 @@
+"""FusionRoute's generated domains (card §5), no torch.
+
+    add   `Q:37+48=`        -> `85;`      addition
+    rev   `Q:rev(kqzpa)=`   -> `apzqk;`   string reversal
+    brk   `Q:close([{<=`    -> `>}]);`    closers of an open-bracket string (code-like)
+    comp  `Q:rev(37+48)=`   -> `58;`      add then reverse: held out from the experts, seen by the router
+
+Every answer ends with `;` (the stop token). Expert k is trained on `home_frac` of its own domain
+and the rest split evenly over the other two expert domains; the router on all four, uniformly.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+EXPERT_DOMAINS = ("add", "rev", "brk")
+DOMAINS = EXPERT_DOMAINS + ("comp",)
+STOP = ";"
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+OPEN, CLOSE = "([{<", ")]}>"
+
+
+@dataclass
+class DataConfig:
+    n_train: int = 4000           # per domain
+    n_test: int = 100             # per domain
+    add_digits: int = 2           # operands have 1..add_digits digits
+    rev_min: int = 3
+    rev_max: int = 6
+    brk_min: int = 3
+    brk_max: int = 6
+    home_frac: float = 0.9
+    seed: int = 0
+
+
+def _operand(rng: random.Random, digits: int) -> int:
+    return rng.randint(0, 10 ** rng.randint(1, digits) - 1)
+
+
+def item(rng: random.Random, domain: str, cfg: DataConfig) -> dict:
+    if domain in ("add", "comp"):
+        a, b = _operand(rng, cfg.add_digits), _operand(rng, cfg.add_digits)
+        s = str(a + b)
+        if domain == "add":
+            return {"domain": domain, "prompt": f"Q:{a}+{b}=", "answer": s + STOP}
+        return {"domain": domain, "prompt": f"Q:rev({a}+{b})=", "answer": s[::-1] + STOP}
+    if domain == "rev":
+        w = "".join(rng.choice(LETTERS) for _ in range(rng.randint(cfg.rev_min, cfg.rev_max)))
+        return {"domain": domain, "prompt": f"Q:rev({w})=", "answer": w[::-1] + STOP}
+    if domain == "brk":
+        w = "".join(rng.choice(OPEN) for _ in range(rng.randint(cfg.brk_min, cfg.brk_max)))
+        closers = "".join(CLOSE[OPEN.index(c)] for c in reversed(w))
+        return {"domain": domain, "prompt": f"Q:close({w}=", "answer": closers + ")" + STOP}
+    raise ValueError(f"unknown domain {domain!r}")
+
+
+def generate(cfg: DataConfig) -> tuple[list[dict], list[dict]]:
+    """(train, test): n_train per domain, n_test per domain, test prompts disjoint from train."""
+    rng = random.Random(cfg.seed)
+    train = [item(rng, d, cfg) for d in DOMAINS for _ in range(cfg.n_train)]
+    seen = {t["prompt"] for t in train}
+    test = []
+    for d in DOMAINS:
+        got, tries = 0, 0
+        while got < cfg.n_test:
+            t = item(rng, d, cfg)
+            tries += 1
+            if t["prompt"] not in seen or tries > 100 * cfg.n_test:
+                seen.add(t["prompt"])
+                test.append(t)
+                got += 1
+    return train, test
+
+
+def mixture(train: list[dict], weights: dict[str, float], n: int, seed: int) -> list[dict]:
+    """n items drawn from `train` with domain probabilities `weights` (a pure function of seed)."""
+    rng = random.Random(seed)
+    by = {d: [t for t in train if t["domain"] == d] for d in weights}
+    doms, w = zip(*[(d, p) for d, p in weights.items() if p > 0])
+    return [rng.choice(by[d]) for d in rng.choices(doms, weights=w, k=n)]
+
+
+def expert_weights(k: str, home_frac: float) -> dict[str, float]:
+    rest = (1 - home_frac) / (len(EXPERT_DOMAINS) - 1)
+    return {d: (home_frac if d == k else rest) for d in EXPERT_DOMAINS}
+
+
+def router_weights() -> dict[str, float]:
+    return {d: 1 / len(DOMAINS) for d in DOMAINS}
+
+
+def corrupt(rng: random.Random, answer: str) -> str:
+    """A wrong completion: one character of the body replaced by another of the same kind."""
+    body = answer[:-1]
+    i = rng.randrange(len(body))
+    pool = "0123456789" if body[i].isdigit() else LETTERS if body[i].isalpha() else CLOSE
+    c = rng.choice([x for x in pool if x != body[i]])
+    return body[:i] + c + body[i + 1:] + STOP
+
+
+def alphabet() -> str:
+    return "".join(sorted(set("Q:=+();" + "revclos" + LETTERS + "0123456789" + OPEN + CLOSE)))
+
+
+def build(cfg: DataConfig, out: str | Path) -> dict:
+    """data/{train,test}.jsonl and the char tokenizer."""
+    from methods.core.results import atomic_path, write_jsonl
+    from methods.core.tokenizer import save_tokenizer, train_tokenizer
+
+    train, test = generate(cfg)
+    with atomic_path(out, is_dir=True) as tmp:
+        write_jsonl(tmp / "train.jsonl", train)
+        write_jsonl(tmp / "test.jsonl", test)
+        (tmp / "data_config.json").write_text(json.dumps(asdict(cfg), indent=1))
+        save_tokenizer(train_tokenizer([alphabet()], kind="char"), tmp / "tokenizer")
+    return {"train": len(train), "test": len(test)}

@@ -1,0 +1,147 @@
+"""SCOPE's pure parts (numpy / scikit-learn, no torch): anchor retrieval, the prediction prompt,
+the parser, the GRPO reward and group advantages, anchor statistics and the two-stage routing
+rule of the public code (`scripts/two_stage_routing.py` defaults), Pareto dominance."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+PRED_RE = re.compile(r"\{len:\s*(\d+),\s*correct:\s*(yes|no)\}")
+ALPHABET = ("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+            " :;{},=+-*>?\n")
+
+
+# ---- Stage 0: retrieval -----------------------------------------------------------------
+def embed(anchor_texts: list[str], query_texts: list[str], n_features: int = 2 ** 14):
+    """Hashed char-3/4-gram TF-IDF (IDF fitted on the anchors), rows L2-normalised (dense)."""
+    from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer
+
+    hv = HashingVectorizer(analyzer="char", ngram_range=(3, 4), n_features=n_features,
+                           alternate_sign=False, norm=None)
+    tf = TfidfTransformer(norm="l2").fit(hv.transform(anchor_texts))
+    return (tf.transform(hv.transform(anchor_texts)).toarray(),
+            tf.transform(hv.transform(query_texts)).toarray())
+
+
+def topk_cosine(Q: np.ndarray, A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, similarities) of the k anchors with the highest cosine similarity per query
+    (ties: lower anchor index first)."""
+    qn = Q / np.maximum(np.linalg.norm(Q, axis=1, keepdims=True), 1e-12)
+    an = A / np.maximum(np.linalg.norm(A, axis=1, keepdims=True), 1e-12)
+    S = qn @ an.T
+    idx = np.argsort(-S, axis=1, kind="stable")[:, :k]
+    return idx, np.take_along_axis(S, idx, axis=1)
+
+
+# ---- Stage 1: prompt, target, parser ----------------------------------------------------
+def performance(length: int, correct: bool) -> str:
+    return f"{{len: {int(length)}, correct: {'yes' if correct else 'no'}}}"
+
+
+def build_prompt(model: str, question: str, anchors: list[tuple[str, int, bool]]) -> str:
+    """The §3 prompt, compacted for a char-level predictor: target model id, one line per anchor
+    `Question Performance`, then the target question; the completion is `performance(...)`."""
+    lines = [f"Model: {model}"] + [f"{q} {performance(n, c)}" for q, n, c in anchors]
+    return "\n".join(lines) + f"\n> {question} "
+
+
+def parse(text: str) -> tuple[int, bool] | None:
+    """(len, correct) of a completion, None when the format is broken (correctness 'unknown')."""
+    m = PRED_RE.search(text.replace("*", "").replace("`", ""))
+    return None if m is None else (int(m.group(1)), m.group(2) == "yes")
+
+
+# ---- RL stage: reward and group-relative advantages --------------------------------------
+def reward(text: str, true_len: int, true_correct: bool) -> dict:
+    """r = r_format + r_correct + r_len (card §3 [I]): r_format 1 if the completion parses,
+    r_correct 1 if predicted yes/no equals the truth, r_len = max(0, 1 - |L̂ - L| / L)."""
+    p = parse(text)
+    if p is None:
+        return {"format": 0.0, "correct": 0.0, "len": 0.0, "total": 0.0}
+    r_c = float(p[1] == bool(true_correct))
+    r_l = max(0.0, 1.0 - abs(p[0] - true_len) / max(true_len, 1))
+    return {"format": 1.0, "correct": r_c, "len": r_l, "total": 1.0 + r_c + r_l}
+
+
+def group_advantages(rewards, group: int, eps: float = 1e-4) -> np.ndarray:
+    """GRPO advantages: within each consecutive group of `group` samples of one prompt,
+    (r - mean) / (std + eps), std the population standard deviation."""
+    r = np.asarray(rewards, dtype=float).reshape(-1, group)
+    return ((r - r.mean(1, keepdims=True)) / (r.std(1, keepdims=True) + eps)).reshape(-1)
+
+
+# ---- Stage 2: routing -------------------------------------------------------------------
+def anchor_stats(sims: np.ndarray, correct: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stage I: per (query, model) the s²-weighted mean correctness and cost over the k_r anchors.
+    sims (Q, k); correct/cost (Q, k, M) = the model's outcome on each retrieved anchor."""
+    w = sims ** 2
+    w = np.where(w.sum(1, keepdims=True) > 0, w, 1.0)
+    w = w / w.sum(1, keepdims=True)
+    return np.einsum("qk,qkm->qm", w, correct), np.einsum("qk,qkm->qm", w, cost)
+
+
+def minmax_rows(x: np.ndarray) -> np.ndarray:
+    """Min-max normalise each row (across the candidate models of one query); 0.5 if all equal."""
+    lo, hi = x.min(1, keepdims=True), x.max(1, keepdims=True)
+    span = hi - lo
+    return np.where(span > 0, (x - lo) / np.where(span > 0, span, 1), 0.5)
+
+
+def minmax_all(x: np.ndarray) -> np.ndarray:
+    lo, hi = float(x.min()), float(x.max())
+    return np.full_like(x, 0.5, dtype=float) if hi <= lo else (x - lo) / (hi - lo)
+
+
+def route_scores(norm_acc, norm_cost, pred_correct, norm_pred_cost, alpha: float,
+                 gamma: float = 2.0, w: float = 0.3) -> np.ndarray:
+    """final = w'·score1 + (1-w')·score2 with γ' = γ(1 + 2(1-α)), w' = w(0.5 + 0.5α);
+    score1 = α·norm_acc + (1-α)(1-norm_cost)^γ', score2 = α·pred_correct + (1-α)(1-norm_pred_cost)^γ'.
+    w=None means anchor-only (w' = 1)."""
+    g = gamma * (1 + 2 * (1 - alpha))
+    wp = 1.0 if w is None else w * (0.5 + 0.5 * alpha)
+    s1 = alpha * np.asarray(norm_acc) + (1 - alpha) * (1 - np.asarray(norm_cost)) ** g
+    s2 = alpha * np.asarray(pred_correct) + (1 - alpha) * (1 - np.asarray(norm_pred_cost)) ** g
+    return wp * s1 + (1 - wp) * s2
+
+
+def route(*args, **kw) -> np.ndarray:
+    """argmax over models of `route_scores` (ties → first model)."""
+    return np.argmax(route_scores(*args, **kw), axis=-1)
+
+
+def log_minmax_rows(cost: np.ndarray) -> np.ndarray:
+    return minmax_rows(np.log(cost + 1e-9))
+
+
+# ---- evaluation helpers -----------------------------------------------------------------
+def auc(scores, labels) -> float:
+    labels = np.asarray(labels).astype(int)
+    if labels.min() == labels.max():
+        return float("nan")
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(labels, np.asarray(scores, dtype=float)))
+
+
+def dominated(points: list[tuple[float, float]], curve: list[tuple[float, float]]) -> list[bool]:
+    """Per (cost, acc) point: is some curve point at most as costly and at least as accurate?"""
+    return [any(c <= pc * (1 + 1e-9) and a >= pa - 1e-12 for c, a in curve) for pc, pa in points]
+
+
+def pareto_auc(curve: list[tuple[float, float]], c_max: float) -> float:
+    """Area under the accuracy-vs-normalised-cost staircase of the frontier on [0, 1]."""
+    pts = sorted((c / c_max, a) for c, a in curve)
+    area, best, prev = 0.0, 0.0, 0.0
+    for c, a in pts + [(1.0, None)]:
+        c = min(c, 1.0)
+        area += best * max(0.0, c - prev)
+        prev = max(prev, c)
+        if a is not None:
+            best = max(best, a)
+    return area
+
+
+def finite(x):
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x

@@ -1,0 +1,361 @@
+"""SCOPE's torch steps: the outcome table of the pool, the predictor's SFT and GRPO stages,
+prediction, and the routing analysis (metrics, Pareto curve, budget mode, figure)."""
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from methods.core.models import ModelConfig
+from methods.core.results import InputError, read_json, write_json
+from methods.core.train import TrainConfig
+
+from . import core
+
+
+@dataclass
+class QueryConfig:
+    source: str = "generated"         # paper: the hub dataset id (not run here)
+    n_anchor: int = 250
+    n_train: int = 1200
+    n_test: int = 500
+    max_ops: int = 3
+    max_digits: int = 2
+    rev_min: int = 3
+    rev_max: int = 12
+    seed: int = 7
+
+
+@dataclass
+class PoolUse:
+    members: list[str] = field(default_factory=list)   # routing candidates, in order
+    unseen: str = ""                                    # held out from predictor training
+    price_per_10k: float = 0.02                         # USD per 1M output tokens per 10k params
+    max_new_tokens: int = 48
+    k_retrieve: int = 10
+
+
+@dataclass
+class OutcomeConfig:
+    queries: QueryConfig = field(default_factory=QueryConfig)
+    pool: PoolUse = field(default_factory=PoolUse)
+
+
+@dataclass
+class GRPOConfig:
+    steps: int = 40
+    prompts: int = 32
+    group: int = 4
+    lr: float = 1e-4
+    beta: float = 0.02
+    temperature: float = 1.0
+    seed: int = 0
+
+
+@dataclass
+class PredictorConfig:
+    hub: str | None = None
+    k_prompt: int = 5
+    model: ModelConfig | None = None
+    sft: TrainConfig | None = None
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    seed: int = 0
+
+
+@dataclass
+class RouteConfig:
+    k_r: int = 6
+    gamma: float = 2.0
+    w: float = 0.3
+    alpha_step: float = 0.05
+    budgets: list[float] = field(default_factory=lambda: [0.1, 0.25, 0.5])
+    knn_k: int = 10
+    seed: int = 0
+
+
+def _need_generated(source: str):
+    if source != "generated":
+        raise InputError(f"config key 'queries.source': {source!r} — paper-scale SCOPE-60K evaluation is planned "
+                         "in the DAG but not implemented in this harness (tiny/smoke use 'generated')")
+
+
+# ---- outcome table ------------------------------------------------------------------------
+def make_queries(q: QueryConfig) -> list[dict]:
+    from methods.model_pool import tasks
+
+    rng = random.Random(q.seed)
+    n = q.n_anchor + q.n_train + q.n_test
+    items, seen = [], set()
+    while len(items) < n:
+        it = (tasks.arith_item(rng, q.max_ops, q.max_digits) if len(items) % 2 == 0
+              else tasks.rev_item(rng, q.rev_min, q.rev_max))
+        if it["prompt"] not in seen:
+            seen.add(it["prompt"])
+            items.append(it)
+    rng.shuffle(items)
+    for i, it in enumerate(items):
+        it["qid"] = i
+        it["split"] = "anchor" if i < q.n_anchor else "train" if i < q.n_anchor + q.n_train else "test"
+    return items
+
+
+def greedy(model, tok, prompts: list[str], max_new: int, chunk: int = 512) -> list[list[int]]:
+    """Greedy completions (token ids up to and including the first newline)."""
+    import torch
+
+    nl = tok.convert_tokens_to_ids("\n")
+    out = []
+    for i in range(0, len(prompts), chunk):
+        ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts[i:i + chunk]]
+        w = max(map(len, ids))
+        x = torch.full((len(ids), w), tok.pad_token_id, dtype=torch.long)
+        m = torch.zeros_like(x)
+        for j, t in enumerate(ids):
+            x[j, w - len(t):] = torch.tensor(t)
+            m[j, w - len(t):] = 1
+        with torch.no_grad():
+            y = model.generate(input_ids=x, attention_mask=m, do_sample=False, max_new_tokens=max_new,
+                               eos_token_id=nl, pad_token_id=tok.pad_token_id)
+        for row in y[:, w:].tolist():
+            n = next((j + 1 for j, t in enumerate(row) if t == nl), len(row))
+            out.append(row[:n])
+    return out
+
+
+def build_outcomes(cfg: OutcomeConfig, member_dirs: dict[str, str], out: str | Path) -> dict:
+    """outcomes.json: queries, per model its price and per query (correct, #out tokens, cost),
+    and the anchor retrieval (top-k_retrieve cosine) of every non-anchor query."""
+    import torch
+
+    from methods.model_pool import pool, tasks
+
+    _need_generated(cfg.queries.source)
+    names = cfg.pool.members
+    missing = [m for m in names if m not in member_dirs]
+    if missing or cfg.pool.unseen not in names:
+        raise InputError(f"config key 'pool.members'/'pool.unseen': {missing or cfg.pool.unseen} not among "
+                         f"the member dirs {sorted(member_dirs)}")
+    torch.set_grad_enabled(False)
+    items = make_queries(cfg.queries)
+    prompts = [it["prompt"] for it in items]
+    models = {}
+    for name in names:
+        t0 = time.perf_counter()
+        model, tok, info = pool.load(member_dirs[name])
+        model.eval()
+        n_params = sum(p.numel() for p in model.parameters())
+        price_out = cfg.pool.price_per_10k * n_params / 1e4
+        price_in = price_out / 2
+        comps = greedy(model, tok, prompts, cfg.pool.max_new_tokens)
+        rows = []
+        for it, c in zip(items, comps):
+            n_in = len(tok(it["prompt"], add_special_tokens=False)["input_ids"])
+            text = tok.decode(c)
+            rows.append({"correct": bool(tasks.is_correct(it, text)), "tokens": len(c),
+                         "cost": (n_in * price_in + len(c) * price_out) / 1e6, "prompt_tokens": n_in})
+        models[name] = {"n_params": n_params, "price_in": price_in, "price_out": price_out, "rows": rows,
+                        "gen_s": time.perf_counter() - t0}
+        print(f"{name}: params {n_params} acc {np.mean([r['correct'] for r in rows]):.3f}", flush=True)
+    anchors = [it for it in items if it["split"] == "anchor"]
+    A, Q = core.embed([a["prompt"] for a in anchors], prompts)
+    idx, sims = core.topk_cosine(Q, A, cfg.pool.k_retrieve + 1)
+    retrieval = []
+    for i, it in enumerate(items):   # an anchor never retrieves itself
+        keep = [(int(anchors[j]["qid"]), float(s)) for j, s in zip(idx[i], sims[i]) if anchors[j]["qid"] != it["qid"]]
+        retrieval.append(keep[:cfg.pool.k_retrieve])
+    res = {"queries": items, "models": models, "order": names, "unseen": cfg.pool.unseen, "retrieval": retrieval}
+    write_json(out, res)
+    return {m: float(np.mean([r["correct"] for r in v["rows"]])) for m, v in models.items()}
+
+
+# ---- predictor data ---------------------------------------------------------------------
+def examples(oc: dict, split: str, k: int, models: list[str]) -> list[dict]:
+    """One prompt per (query of `split`, model): the model's outcomes on the query's top-k anchors."""
+    qs = oc["queries"]
+    out = []
+    for it in qs:
+        if it["split"] != split:
+            continue
+        anc = [a for a, _ in oc["retrieval"][it["qid"]][:k]]
+        for m in models:
+            rows = oc["models"][m]["rows"]
+            prompt = core.build_prompt(m, it["prompt"],
+                                       [(qs[a]["prompt"], rows[a]["tokens"], rows[a]["correct"]) for a in anc])
+            r = rows[it["qid"]]
+            out.append({"qid": it["qid"], "model": m, "prompt": prompt,
+                        "target": core.performance(r["tokens"], r["correct"]) + "\n",
+                        "len": r["tokens"], "correct": r["correct"]})
+    return out
+
+
+def _tokenizer():
+    from methods.core.tokenizer import train_tokenizer
+
+    return train_tokenizer([core.ALPHABET], "char")
+
+
+def train_sft(cfg: PredictorConfig, outcomes: str, variant: str, out: str | Path) -> dict:
+    """SFT of the char-level predictor on `performance(...)` targets (no CoT at tiny scale);
+    variant 'anchors' (k_prompt anchors) or 'noanchor' (k = 0)."""
+    import torch
+
+    from methods.core.data import PromptAnswerBatches
+    from methods.core.models import build_model, save_model
+    from methods.core.train import evaluate_loss, train
+
+    if cfg.hub is not None:
+        raise InputError("config key 'predictor.hub': paper-scale predictor is a hub checkpoint, not trained here")
+    if variant not in ("anchors", "noanchor"):
+        raise InputError(f"unknown predictor variant {variant!r} (anchors or noanchor)")
+    oc = read_json(outcomes)
+    seen = [m for m in oc["order"] if m != oc["unseen"]]
+    k = cfg.k_prompt if variant == "anchors" else 0
+    ex = examples(oc, "train", k, seen)
+    tok = _tokenizer()
+    pairs = [(e["prompt"], e["target"]) for e in ex]
+    longest = max(len(p) + len(t) for p, t in pairs)
+    if longest > cfg.model.max_seq_len:
+        raise InputError(f"config key 'predictor.model.max_seq_len': {cfg.model.max_seq_len} < longest example {longest}")
+    batches = PromptAnswerBatches(pairs, tok)
+    val = PromptAnswerBatches(pairs[::max(1, len(pairs) // 256)][:256], tok).sequential_batches(64)
+    model = build_model(cfg.model, tok, cfg.seed)
+    tcfg = replace(cfg.sft, seed=cfg.seed)
+    rows = train(model, lambda s: batches.batch(s, tcfg.batch_size, cfg.seed), tcfg,
+                 eval_fn=lambda: {"val_loss": evaluate_loss(model, val)}, desc=f"sft_{variant}")
+    info = {"variant": variant, "k": k, "n_examples": len(pairs), "log": rows,
+            "n_params": sum(p.numel() for p in model.parameters())}
+    torch.set_grad_enabled(False)
+    save_model(model, tok, out, {"scope_predictor.json": json.dumps(info, indent=1)})
+    return info
+
+
+def _seq_logprobs(model, seqs: list[list[int]], starts: list[int], pad: int):
+    """Per sequence the summed log-prob of tokens [start:] and their count (right-padded batch)."""
+    import torch
+
+    w = max(map(len, seqs))
+    x = torch.full((len(seqs), w), pad, dtype=torch.long)
+    mask = torch.zeros((len(seqs), w), dtype=torch.bool)
+    for i, (s, st) in enumerate(zip(seqs, starts)):
+        x[i, :len(s)] = torch.tensor(s)
+        mask[i, st:len(s)] = True
+    logits = model(input_ids=x).logits[:, :-1].float()
+    lp = torch.log_softmax(logits, -1).gather(-1, x[:, 1:, None])[..., 0]
+    return lp, mask[:, 1:]
+
+
+def grpo_loss(lp, ref_lp, mask, adv, beta: float):
+    """GRPO objective for one on-policy update (ratio 1, so clipping is inactive):
+    per token -A·log π + β·KL_k3(π‖π_ref), KL_k3 = exp(ref−lp) − (ref−lp) − 1, averaged over each
+    completion's tokens, then over completions."""
+    import torch
+
+    d = ref_lp - lp
+    kl = torch.exp(d) - d - 1
+    per_tok = -adv[:, None] * lp + beta * kl
+    per_seq = (per_tok * mask).sum(1) / mask.sum(1).clamp(min=1)
+    return per_seq.mean(), ((kl * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
+
+
+def train_grpo(cfg: PredictorConfig, outcomes: str, sft_dir: str, out: str | Path) -> dict:
+    """RL stage: G samples per prompt from the policy, reward of `core.reward`, group advantages,
+    one on-policy update per batch, KL β to the frozen SFT model."""
+    import torch
+
+    from methods.core.models import load_model, save_model
+
+    g = cfg.grpo
+    oc = read_json(outcomes)
+    seen = [m for m in oc["order"] if m != oc["unseen"]]
+    ex = examples(oc, "train", cfg.k_prompt, seen)
+    policy, tok = load_model(sft_dir)
+    ref, _ = load_model(sft_dir)
+    ref.eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW(policy.parameters(), lr=g.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    rng = random.Random(g.seed)
+    torch.manual_seed(g.seed)
+    nl = tok.convert_tokens_to_ids("\n")
+    log = []
+    for step in range(g.steps):
+        batch = [ex[rng.randrange(len(ex))] for _ in range(g.prompts)]
+        ids = [tok(e["prompt"], add_special_tokens=False)["input_ids"] for e in batch]
+        policy.eval()
+        with torch.no_grad():
+            w = max(map(len, ids))
+            x = torch.full((len(ids), w), tok.pad_token_id, dtype=torch.long)
+            m = torch.zeros_like(x)
+            for j, t in enumerate(ids):
+                x[j, w - len(t):] = torch.tensor(t)
+                m[j, w - len(t):] = 1
+            y = policy.generate(input_ids=x, attention_mask=m, do_sample=True, temperature=g.temperature,
+                                top_k=0, top_p=None, max_new_tokens=24, num_return_sequences=g.group,
+                                eos_token_id=nl, pad_token_id=tok.pad_token_id)
+        comps = []
+        for row in y[:, w:].tolist():
+            n = next((j + 1 for j, t in enumerate(row) if t == nl), len(row))
+            comps.append(row[:n])
+        rewards, seqs, starts = [], [], []
+        for i, c in enumerate(comps):
+            e = batch[i // g.group]
+            rewards.append(core.reward(tok.decode(c), e["len"], e["correct"])["total"])
+            seqs.append(ids[i // g.group] + c)
+            starts.append(len(ids[i // g.group]))
+        adv = torch.tensor(core.group_advantages(rewards, g.group), dtype=torch.float32)
+        policy.train()
+        lp, mask = _seq_logprobs(policy, seqs, starts, tok.pad_token_id)
+        with torch.no_grad():
+            ref_lp, _ = _seq_logprobs(ref, seqs, starts, tok.pad_token_id)
+        loss, kl = grpo_loss(lp, ref_lp, mask, adv, g.beta)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        opt.step()
+        log.append({"step": step, "reward": float(np.mean(rewards)), "kl": float(kl), "loss": float(loss)})
+        if step % 10 == 0 or step == g.steps - 1:
+            print(json.dumps(log[-1]), flush=True)
+    info = {"variant": "rl", "k": cfg.k_prompt, "log": log}
+    torch.set_grad_enabled(False)
+    save_model(policy, tok, out, {"scope_predictor.json": json.dumps(info, indent=1)})
+    return info
+
+
+def predict(model_dir: str, exs: list[dict], batch: int = 256) -> list[dict]:
+    """Greedy prediction of `{len: L, correct: ...}`; P(correct) = softmax over 'y'/'n' at the
+    correctness slot given the predicted length (parse failure → the median length is used)."""
+    import torch
+
+    from methods.core.models import load_model
+
+    model, tok = load_model(model_dir)
+    model.eval()
+    torch.set_grad_enabled(False)
+    comps = greedy(model, tok, [e["prompt"] for e in exs], 24, chunk=batch)
+    texts = [tok.decode(c) for c in comps]
+    parsed = [core.parse(t) for t in texts]
+    lens = [p[0] for p in parsed if p is not None]
+    med = int(np.median(lens)) if lens else 20
+    y_id, n_id = tok.convert_tokens_to_ids("y"), tok.convert_tokens_to_ids("n")
+    out = []
+    for i in range(0, len(exs), batch):
+        seqs = []
+        for e, p in zip(exs[i:i + batch], parsed[i:i + batch]):
+            L = p[0] if p is not None else med
+            seqs.append(tok(e["prompt"] + f"{{len: {L}, correct: ", add_special_tokens=False)["input_ids"])
+        w = max(map(len, seqs))
+        x = torch.full((len(seqs), w), tok.pad_token_id, dtype=torch.long)
+        for j, s in enumerate(seqs):
+            x[j, :len(s)] = torch.tensor(s)
+        logits = model(input_ids=x).logits
+        for j, s in enumerate(seqs):
+            two = logits[j, len(s) - 1, [y_id, n_id]].float()
+            p_yes = float(torch.softmax(two, 0)[0])
+            k = i + j
+            out.append({"pred_len": parsed[k][0] if parsed[k] is not None else med,
+                        "pred_correct": p_yes, "parsed": parsed[k] is not None})
+    return out

@@ -1,0 +1,30 @@
+"""The FusionRoute DAG plans at every scale (3 experts, one router SFT, one CDPO, one eval), and
+a bad key in its scale section fails before any job, naming the key."""
+import subprocess
+import sys
+
+import pytest
+
+from tests.workflow.conftest import ROOT, bad_scale_edit, plan_paper
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
+def test_dry_run_job_counts(scale, tmp_path):
+    _, counts = plan_paper(tmp_path, "fusionroute", scale)
+    assert counts == {"fr_gen_data": 1, "fr_train_expert": 3, "fr_sft_router": 1, "fr_cdpo": 1,
+                      "fr_eval": 1, "claims": 1}
+
+
+def test_bad_key_in_section_is_named(tmp_path):
+    msg = bad_scale_edit(tmp_path, "    lambda_route: 1.0\n", "    lambda_rout: 1.0\n")
+    assert "fusionroute.router" in msg
+
+
+def test_cli_bad_config_is_one_line():
+    out = subprocess.run([sys.executable, "-m", "methods.fusionroute", "data", "--config",
+                          '{"n_trian": 3}', "--out", "/tmp/never"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2
+    lines = [l for l in out.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "n_trian" in lines[0], out.stderr
