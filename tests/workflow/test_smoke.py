@@ -93,7 +93,9 @@ def test_code_edit_reruns_only_dependent_steps(smoke_run):
     # a changed hyper-parameter reruns exactly the steps that read it
     scales = copy_scales(smoke_run["base"] / "scales")
     text = (scales / "smoke.yaml").read_text()
-    (scales / "smoke.yaml").write_text(text.replace("bootstrap: 200", "bootstrap: 300"))
+    old = "  analysis: {baseline_wd: 0.1, monotone_wds: [0.0, 0.1, 0.3], bootstrap: 200,"
+    assert text.count(old) == 1   # wd_plasticity's analysis section only
+    (scales / "smoke.yaml").write_text(text.replace(old, old.replace("bootstrap: 200", "bootstrap: 300")))
     out = snakemake("-n", "--quiet", "rules", config={**smoke_run["config"], "scales_dir": scales})
     assert job_counts(out.stdout) == {"wdp_aggregate": 1, "wdp_figure": 1, "claims": 1, "report": 1, "all": 1}
 
