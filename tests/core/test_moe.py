@@ -172,4 +172,6 @@ def test_param_count_closed_form():
 def test_module_apply_still_works():
     # nn.Module.apply must not be shadowed by the dispatch method
     m = MoELayer(8, 4, 2, 8)
-    m.apply(lambda mod: None)
+    seen = []
+    assert m.apply(seen.append) is m
+    assert seen[-1] is m and len(seen) == len(list(m.modules()))
