@@ -61,6 +61,7 @@ class PoolConfig:
 
 def pool_config(d: dict) -> PoolConfig:
     cfg = from_dict(PoolConfig, d, "pool")
+    tasks.check_ops(cfg.data.ops, "pool.data.ops")
     names = [m.name for m in cfg.members]
     if len(set(names)) != len(names) or not names:
         raise InputError(f"config key 'pool.members': names must be unique and non-empty, got {names}")
@@ -241,14 +242,18 @@ def mark_scores(model, vb: VerifierBatches, batch_size: int = 256):
     return scores, labels
 
 
-def sample_completions(model, tok, prompts: list[str], temperature: float, seed: int,
-                       max_new: int = 48, chunk: int = 512) -> list[str]:
-    """One sampled completion per prompt (left-padded batched HF generate, stops at newline)."""
+def complete(model, tok, prompts: list[str], max_new: int, temperature: float | None = None,
+             stops: tuple[str, ...] = (tasks.END,), num_return_sequences: int = 1,
+             chunk: int = 512) -> list[list[int]]:
+    """Token ids of the completions of `prompts` (left-padded batched HF generate with the KV
+    cache), each cut after its first stop token: greedy when `temperature` is None, else plain
+    sampling at that temperature (no top-k/top-p). With num_return_sequences = n, the n samples
+    of prompt i are rows i·n … i·n+n−1. Seed torch's RNG before sampling."""
     import torch
 
-    nl = tok.convert_tokens_to_ids(tasks.END)
+    stop_ids = [tok.convert_tokens_to_ids(s) for s in stops]
+    sample = temperature is not None
     out = []
-    torch.manual_seed(seed)
     for i in range(0, len(prompts), chunk):
         ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts[i:i + chunk]]
         w = max(map(len, ids))
@@ -258,23 +263,28 @@ def sample_completions(model, tok, prompts: list[str], temperature: float, seed:
             x[j, w - len(t):] = torch.tensor(t)
             m[j, w - len(t):] = 1
         with torch.no_grad():
-            y = model.generate(input_ids=x, attention_mask=m, do_sample=True, temperature=temperature, top_k=0,
-                               top_p=None, max_new_tokens=max_new, eos_token_id=nl, pad_token_id=tok.pad_token_id)
+            y = model.generate(input_ids=x, attention_mask=m, do_sample=sample, temperature=temperature,
+                               top_k=0 if sample else None, top_p=None, max_new_tokens=max_new,
+                               num_return_sequences=num_return_sequences, eos_token_id=stop_ids,
+                               pad_token_id=tok.pad_token_id)
         for row in y[:, w:].tolist():
-            n = next((j + 1 for j, t in enumerate(row) if t == nl), len(row))
-            out.append(tok.decode(row[:n]))
+            n = next((j + 1 for j, t in enumerate(row) if t in stop_ids), len(row))
+            out.append(row[:n])
     return out
 
 
 def sampled_examples(items: list[dict], members: dict[str, str], n: int, temperature: float, seed: int):
     """Completions sampled from every policy member on n random items each, with exact process labels."""
+    import torch
+
     rng = random.Random(seed)
     ex = []
     for k, path in enumerate(members.values()):
         model, tok, _ = load(path)
         chosen = [items[rng.randrange(len(items))] for _ in range(n)]
-        comps = sample_completions(model, tok, [t["prompt"] for t in chosen], temperature, seed + k)
-        ex += [tasks.label_marks(t, t["prompt"] + c) for t, c in zip(chosen, comps)]
+        torch.manual_seed(seed + k)
+        comps = complete(model, tok, [t["prompt"] for t in chosen], 48, temperature)
+        ex += [tasks.label_marks(t, t["prompt"] + tok.decode(c)) for t, c in zip(chosen, comps)]
     return ex
 
 

@@ -1,8 +1,9 @@
 """The pool's generated task mixture (no torch).
 
 Two families, both with a step scratchpad (steps are `s:...;` segments, then `A:<answer>`):
-  arith  `Q:47*3+18=`  -> `s:141;s:159;A:159`   (left-to-right evaluation, 1-4 operations)
-  rev    `R:kqzpab=`   -> `s:bap;s:zqk;A:bapzqk` (reverse, emitted in chunks of 3)
+  arith  `Q:47*3+18=`  -> `s:141+18;s:159;A:159` (left-to-right evaluation, 1-4 operations; each
+                          step rewrites the expression with its first operation done)
+  rev    `R:kqzpab=`   -> `s:bap;s:zqk;A:bapzqk`  (reverse, emitted in chunks of 3)
 Every answer ends with a newline. Difficulty = #operations (arith) or #chunks (rev).
 """
 from __future__ import annotations
@@ -24,21 +25,43 @@ class TaskConfig:
     max_digits: int = 2
     rev_min: int = 3
     rev_max: int = 12
+    ops: str = "+-*"              # the arithmetic operators drawn from
     seed: int = 0
 
 
-def arith_item(rng: random.Random, max_ops: int, max_digits: int) -> dict:
+def check_ops(ops: str, key: str) -> None:
+    """A one-line error unless `ops` is a non-empty string of the operators + - *."""
+    from methods.core.results import InputError
+
+    if not isinstance(ops, str) or not ops or set(ops) - set("+-*"):
+        raise InputError(f"config key '{key}': {ops!r} must be a non-empty string of the operators + - *")
+
+
+def _apply(v: int, op: str, x: int) -> int:
+    return v + x if op == "+" else v - x if op == "-" else v * x
+
+
+def _arith_steps(values: list[int], ops: list[tuple[str, int]]) -> list[str]:
+    """Rewrite steps: step k = the running value after operation k followed by the operations
+    still to do (`Q:9-5+3=` -> `4+3`, `7`). A step needs only its predecessor's first two
+    numbers, and copying the rest, which tiny models learn far faster than finding the k-th
+    operand in the prompt (the value-only scratchpad `4`, `7`)."""
+    return [str(v) + "".join(f"{o}{x}" for o, x in ops[k + 1:]) for k, v in enumerate(values)]
+
+
+def arith_item(rng: random.Random, max_ops: int, max_digits: int, ops: str = "+-*") -> dict:
     n_ops = rng.randint(1, max_ops)
     digits = rng.randint(1, max_digits)
     val = rng.randint(1, 10 ** digits - 1)
-    prompt, steps = f"Q:{val}", []
+    prompt, todo, values = f"Q:{val}", [], []
     for _ in range(n_ops):
-        op = rng.choice("+-*")
+        op = rng.choice(ops)
         x = rng.randint(2, 9) if op == "*" else rng.randint(1, 10 ** digits - 1)
-        val = val + x if op == "+" else val - x if op == "-" else val * x
+        val = _apply(val, op, x)
         prompt += f"{op}{x}"
-        steps.append(str(val))
-    return {"family": "arith", "prompt": prompt + "=", "steps": steps, "answer": str(val),
+        todo.append((op, x))
+        values.append(val)
+    return {"family": "arith", "prompt": prompt + "=", "steps": _arith_steps(values, todo), "answer": str(val),
             "difficulty": n_ops, "digits": digits}
 
 
@@ -58,7 +81,7 @@ def target(item: dict) -> str:
 def generate(cfg: TaskConfig) -> tuple[list[dict], list[dict]]:
     """(train, test): train has n_train items per family; test is disjoint from train by prompt."""
     rng = random.Random(cfg.seed)
-    make = {"arith": lambda: arith_item(rng, cfg.max_ops, cfg.max_digits),
+    make = {"arith": lambda: arith_item(rng, cfg.max_ops, cfg.max_digits, cfg.ops),
             "rev": lambda: rev_item(rng, cfg.rev_min, cfg.rev_max)}
     train = [make[f]() for f in FAMILIES for _ in range(cfg.n_train)]
     seen = {t["prompt"] for t in train}
@@ -121,35 +144,46 @@ def verifier_example(item: dict, rng: random.Random, p_corrupt: float = 0.5) -> 
     and of the final `?`, label) with label `Y` iff every segment up to that mark equals the gold
     one (exact process labels; the char tokenizer maps chars 1:1 to tokens); n_gold = length of
     the text's prefix that agrees with the gold sequence (LM targets are taken only there).
-    Corruptions (probability p_corrupt), at a random segment j: a wrong value (arith: with
-    probability 1/2 the later steps are recomputed from it, as a model that slipped once would);
-    a repeated step; a dropped step."""
+    Corruptions (probability p_corrupt), at a random segment j: a wrong value (`_slip`), a
+    repeated step, a dropped step."""
     gold = _segments(item["steps"], item["answer"])
-    vals = list(item["steps"]) + [item["answer"]]
     segs = list(gold)
     if rng.random() < p_corrupt:
-        j = rng.randrange(len(vals))
-        kind = rng.choice(["value", "value", "repeat", "drop"]) if len(vals) > 2 else "value"
+        n = len(gold)
+        j = rng.randrange(n)
+        kind = rng.choice(["value", "value", "repeat", "drop"]) if n > 2 else "value"
         if kind == "value":
-            v = corrupt(rng, vals[j], item["family"])
-            new = vals[:j] + [v]
-            if item["family"] == "arith" and j < len(vals) - 2 and rng.random() < 0.5:
-                _, ops = _ops(item["prompt"])
-                x = int(v)
-                for o, y in ops[j + 1:]:
-                    x = x + y if o == "+" else x - y if o == "-" else x * y
-                    new.append(str(x))
-                new.append(new[-1])
-            else:
-                new += vals[j + 1:]
-            segs = _segments(new[:-1], new[-1])
+            segs = _slip(item, j, rng)
         elif kind == "repeat":
-            j = min(j, len(vals) - 2)
+            j = min(j, n - 2)
             segs = gold[:j + 1] + [gold[j]] + gold[j + 1:]
         else:
-            j = min(j, len(vals) - 2)
+            j = min(j, n - 2)
             segs = gold[:j] + gold[j + 1:]
     return label_marks(item, item["prompt"] + "".join(segs))
+
+
+def _slip(item: dict, j: int, rng: random.Random) -> list[str]:
+    """The segments with a wrong value at segment j (j = #steps: the answer). Arithmetic: the
+    step's running value is off; with probability 1/2 (when a later step exists) the later steps
+    and the answer are recomputed from it, as a model that slipped once would."""
+    steps, answer = list(item["steps"]), item["answer"]
+    if j == len(steps):
+        return _segments(steps, corrupt(rng, answer, item["family"]))
+    if item["family"] == "rev":
+        steps[j] = corrupt(rng, steps[j], "rev")
+        return _segments(steps, answer)
+    v, ops = _ops(item["prompt"])
+    values = []
+    for o, x in ops:
+        v = _apply(v, o, x)
+        values.append(v)
+    values[j] = int(corrupt(rng, str(values[j]), "arith"))
+    if j < len(steps) - 1 and rng.random() < 0.5:
+        for k in range(j + 1, len(values)):
+            values[k] = _apply(values[k - 1], *ops[k])
+        answer = str(values[-1])
+    return _segments(_arith_steps(values, ops), answer)
 
 
 def label_marks(item: dict, text: str) -> tuple[str, list[tuple[int, str]], int]:

@@ -13,6 +13,7 @@ import numpy as np
 from methods.core.models import ModelConfig
 from methods.core.results import InputError, read_json, write_json
 from methods.core.train import TrainConfig
+from methods.model_pool import pool
 
 from . import core
 
@@ -25,6 +26,7 @@ class QueryConfig:
     n_test: int = 500
     max_ops: int = 3
     max_digits: int = 2
+    ops: str = "+-*"
     rev_min: int = 3
     rev_max: int = 12
     seed: int = 7
@@ -87,11 +89,12 @@ def _need_generated(source: str):
 def make_queries(q: QueryConfig) -> list[dict]:
     from methods.model_pool import tasks
 
+    tasks.check_ops(q.ops, "outcomes.queries.ops")
     rng = random.Random(q.seed)
     n = q.n_anchor + q.n_train + q.n_test
     items, seen = [], set()
     while len(items) < n:
-        it = (tasks.arith_item(rng, q.max_ops, q.max_digits) if len(items) % 2 == 0
+        it = (tasks.arith_item(rng, q.max_ops, q.max_digits, q.ops) if len(items) % 2 == 0
               else tasks.rev_item(rng, q.rev_min, q.rev_max))
         if it["prompt"] not in seen:
             seen.add(it["prompt"])
@@ -103,35 +106,12 @@ def make_queries(q: QueryConfig) -> list[dict]:
     return items
 
 
-def greedy(model, tok, prompts: list[str], max_new: int, chunk: int = 512) -> list[list[int]]:
-    """Greedy completions (token ids up to and including the first newline)."""
-    import torch
-
-    nl = tok.convert_tokens_to_ids("\n")
-    out = []
-    for i in range(0, len(prompts), chunk):
-        ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts[i:i + chunk]]
-        w = max(map(len, ids))
-        x = torch.full((len(ids), w), tok.pad_token_id, dtype=torch.long)
-        m = torch.zeros_like(x)
-        for j, t in enumerate(ids):
-            x[j, w - len(t):] = torch.tensor(t)
-            m[j, w - len(t):] = 1
-        with torch.no_grad():
-            y = model.generate(input_ids=x, attention_mask=m, do_sample=False, max_new_tokens=max_new,
-                               eos_token_id=nl, pad_token_id=tok.pad_token_id)
-        for row in y[:, w:].tolist():
-            n = next((j + 1 for j, t in enumerate(row) if t == nl), len(row))
-            out.append(row[:n])
-    return out
-
-
 def build_outcomes(cfg: OutcomeConfig, member_dirs: dict[str, str], out: str | Path) -> dict:
     """outcomes.json: queries, per model its price and per query (correct, #out tokens, cost),
     and the anchor retrieval (top-k_retrieve cosine) of every non-anchor query."""
     import torch
 
-    from methods.model_pool import pool, tasks
+    from methods.model_pool import tasks
 
     _need_generated(cfg.queries.source)
     names = cfg.pool.members
@@ -150,7 +130,7 @@ def build_outcomes(cfg: OutcomeConfig, member_dirs: dict[str, str], out: str | P
         n_params = sum(p.numel() for p in model.parameters())
         price_out = cfg.pool.price_per_10k * n_params / 1e4
         price_in = price_out / 2
-        comps = greedy(model, tok, prompts, cfg.pool.max_new_tokens)
+        comps = pool.complete(model, tok, prompts, cfg.pool.max_new_tokens)
         rows = []
         for it, c in zip(items, comps):
             n_in = len(tok(it["prompt"], add_special_tokens=False)["input_ids"])
@@ -280,26 +260,13 @@ def train_grpo(cfg: PredictorConfig, outcomes: str, sft_dir: str, out: str | Pat
     opt = torch.optim.AdamW(policy.parameters(), lr=g.lr, betas=(0.9, 0.95), weight_decay=0.0)
     rng = random.Random(g.seed)
     torch.manual_seed(g.seed)
-    nl = tok.convert_tokens_to_ids("\n")
     log = []
     for step in range(g.steps):
         batch = [ex[rng.randrange(len(ex))] for _ in range(g.prompts)]
         ids = [tok(e["prompt"], add_special_tokens=False)["input_ids"] for e in batch]
         policy.eval()
-        with torch.no_grad():
-            w = max(map(len, ids))
-            x = torch.full((len(ids), w), tok.pad_token_id, dtype=torch.long)
-            m = torch.zeros_like(x)
-            for j, t in enumerate(ids):
-                x[j, w - len(t):] = torch.tensor(t)
-                m[j, w - len(t):] = 1
-            y = policy.generate(input_ids=x, attention_mask=m, do_sample=True, temperature=g.temperature,
-                                top_k=0, top_p=None, max_new_tokens=24, num_return_sequences=g.group,
-                                eos_token_id=nl, pad_token_id=tok.pad_token_id)
-        comps = []
-        for row in y[:, w:].tolist():
-            n = next((j + 1 for j, t in enumerate(row) if t == nl), len(row))
-            comps.append(row[:n])
+        comps = pool.complete(policy, tok, [e["prompt"] for e in batch], 24, temperature=g.temperature,
+                              num_return_sequences=g.group)
         rewards, seqs, starts = [], [], []
         for i, c in enumerate(comps):
             e = batch[i // g.group]
@@ -335,7 +302,7 @@ def predict(model_dir: str, exs: list[dict], batch: int = 256) -> list[dict]:
     model, tok = load_model(model_dir)
     model.eval()
     torch.set_grad_enabled(False)
-    comps = greedy(model, tok, [e["prompt"] for e in exs], 24, chunk=batch)
+    comps = pool.complete(model, tok, [e["prompt"] for e in exs], 24, chunk=batch)
     texts = [tok.decode(c) for c in comps]
     parsed = [core.parse(t) for t in texts]
     lens = [p[0] for p in parsed if p is not None]

@@ -39,44 +39,19 @@ def arm_names(members: list[str], cfg: TableConfig) -> list[str]:
 
 
 class Gen:
-    """Batched generation with one pool LM (left padding, KV cache via HF generate)."""
+    """Batched generation with one pool LM (`pool.complete`: left padding, KV cache)."""
 
     def __init__(self, model, tok, cfg: TableConfig):
         self.model, self.tok, self.cfg = model, tok, cfg
-        self.nl = tok.convert_tokens_to_ids("\n")
-        self.semi = tok.convert_tokens_to_ids(";")
-        self.pad = tok.pad_token_id
-
-    def encode(self, texts):
-        import torch
-
-        ids = [self.tok(t, add_special_tokens=False)["input_ids"] for t in texts]
-        w = max(map(len, ids))
-        x = torch.full((len(ids), w), self.pad, dtype=torch.long)
-        m = torch.zeros((len(ids), w), dtype=torch.long)
-        for i, s in enumerate(ids):
-            x[i, w - len(s):] = torch.tensor(s)
-            m[i, w - len(s):] = 1
-        return x, m, [len(s) for s in ids]
 
     def generate(self, texts, sample: bool, stop_step: bool, max_new: int):
         """(completions, #generated tokens) for each text; stops at newline (and `;` if stop_step)."""
-        import torch
+        from methods.model_pool import pool
 
-        outs, lens = [], []
-        stops = [self.nl, self.semi] if stop_step else [self.nl]
-        for i in range(0, len(texts), self.cfg.chunk):
-            x, m, _ = self.encode(texts[i:i + self.cfg.chunk])
-            with torch.no_grad():
-                y = self.model.generate(input_ids=x, attention_mask=m, do_sample=sample,
-                                        temperature=self.cfg.temperature if sample else None,
-                                        top_k=0 if sample else None, top_p=None,
-                                        max_new_tokens=max_new, eos_token_id=stops, pad_token_id=self.pad)
-            for row in y[:, x.shape[1]:].tolist():
-                n = next((j + 1 for j, t in enumerate(row) if t in stops), len(row))
-                outs.append(self.tok.decode(row[:n]))
-                lens.append(n)
-        return outs, lens
+        stops = (tasks.END, ";") if stop_step else (tasks.END,)
+        ids = pool.complete(self.model, self.tok, texts, max_new, self.cfg.temperature if sample else None,
+                            stops, chunk=self.cfg.chunk)
+        return [self.tok.decode(r) for r in ids], [len(r) for r in ids]
 
 
 def verifier_scores(vmodel, vtok, texts, chunk: int = 1024) -> list[float]:

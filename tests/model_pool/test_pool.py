@@ -21,21 +21,22 @@ def test_analytic_flops_equal_flop_counter(n_kv, tie):
         assert analytic_forward_flops(arch(model), n, batch) == pytest.approx(counted, rel=1e-3)
 
 
-def test_arith_steps_are_left_to_right_values():
+def test_arith_steps_rewrite_the_expression_left_to_right():
+    import re
+
     rng = random.Random(0)
     for _ in range(200):
         it = tasks.arith_item(rng, 4, 2)
-        expr = it["prompt"][2:-1]
-        # left-to-right evaluation, one step per operation
-        import re
-        toks = re.findall(r"[+\-*]|\d+", expr)
+        toks = re.findall(r"[+\-*]|\d+", it["prompt"][2:-1])
+        ops = list(zip(toks[1::2], map(int, toks[2::2])))
         v = int(toks[0])
-        vals = []
-        for op, x in zip(toks[1::2], toks[2::2]):
-            v = v + int(x) if op == "+" else v - int(x) if op == "-" else v * int(x)
-            vals.append(str(v))
-        assert vals == it["steps"] and it["answer"] == vals[-1]
+        for k, (op, x) in enumerate(ops):
+            v = v + x if op == "+" else v - x if op == "-" else v * x
+            # step k = the running value, then the operations not yet done, verbatim
+            assert it["steps"][k] == str(v) + "".join(toks[2 * k + 3:])
+        assert len(it["steps"]) == len(ops) and it["answer"] == str(v) == it["steps"][-1]
         assert tasks.is_correct(it, tasks.target(it))
+    assert all("*" not in tasks.arith_item(random.Random(i), 4, 1, ops="+-")["prompt"] for i in range(50))
 
 
 def test_rev_and_verifier_labels_are_exact():
@@ -89,13 +90,13 @@ def test_mixture_shares():
 
 
 def test_label_marks_of_sampled_completions():
-    item = {"family": "arith", "prompt": "Q:4+7*3=", "steps": ["11", "33"], "answer": "33"}
-    cases = {"s:11;s:33;A:33\n": "YYY", "s:11;s:34;A:34\n": "YNN", "s:11;s:3": "YN",
-             "s:11;s:33;s:33;A:33\n": "YYNN", "s:12;s:36;A:36\n": "NNN", "s:11;s:33;": "YY",
-             "s:11;s:33;A:333\n": "YYN"}
+    item = {"family": "arith", "prompt": "Q:4+7*3=", "steps": ["11*3", "33"], "answer": "33"}
+    cases = {"s:11*3;s:33;A:33\n": "YYY", "s:11*3;s:34;A:34\n": "YNN", "s:11*3;s:3": "YN",
+             "s:11*3;s:33;s:33;A:33\n": "YYNN", "s:12*3;s:36;A:36\n": "NNN", "s:11*3;s:33;": "YY",
+             "s:11*3;s:33;A:333\n": "YYN", "s:11;s:33;A:33\n": "NNN"}
     for comp, want in cases.items():
         text, marks, n_gold = tasks.label_marks(item, item["prompt"] + comp)
         assert "".join(lab for _, lab in marks) == want, comp
         assert all(text[p] in ";?" for p, _ in marks) and marks[-1][0] == len(text) - 1
-    # the common prefix with the gold `Q:4+7*3=s:11;s:33;A:33?`
-    assert tasks.label_marks(item, "Q:4+7*3=s:11;s:34;A:34")[2] == len("Q:4+7*3=s:11;s:3")
+    # the common prefix with the gold `Q:4+7*3=s:11*3;s:33;A:33?`
+    assert tasks.label_marks(item, "Q:4+7*3=s:11*3;s:34;A:34")[2] == len("Q:4+7*3=s:11*3;s:3")
