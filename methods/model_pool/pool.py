@@ -244,16 +244,18 @@ def mark_scores(model, vb: VerifierBatches, batch_size: int = 256):
 
 def complete(model, tok, prompts: list[str], max_new: int, temperature: float | None = None,
              stops: tuple[str, ...] = (tasks.END,), num_return_sequences: int = 1,
-             chunk: int = 512) -> list[list[int]]:
+             chunk: int = 512, return_logits: bool = False):
     """Token ids of the completions of `prompts` (left-padded batched HF generate with the KV
     cache), each cut after its first stop token: greedy when `temperature` is None, else plain
     sampling at that temperature (no top-k/top-p). With num_return_sequences = n, the n samples
-    of prompt i are rows i·n … i·n+n−1. Seed torch's RNG before sampling."""
+    of prompt i are rows i·n … i·n+n−1. Seed torch's RNG before sampling. With return_logits,
+    (ids, logits): logits[i] is the float tensor [len(ids[i]), vocab] of the raw next-token
+    logits at each generated position."""
     import torch
 
     stop_ids = [tok.convert_tokens_to_ids(s) for s in stops]
     sample = temperature is not None
-    out = []
+    out, out_logits = [], []
     for i in range(0, len(prompts), chunk):
         ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts[i:i + chunk]]
         w = max(map(len, ids))
@@ -266,11 +268,16 @@ def complete(model, tok, prompts: list[str], max_new: int, temperature: float | 
             y = model.generate(input_ids=x, attention_mask=m, do_sample=sample, temperature=temperature,
                                top_k=0 if sample else None, top_p=None, max_new_tokens=max_new,
                                num_return_sequences=num_return_sequences, eos_token_id=stop_ids,
-                               pad_token_id=tok.pad_token_id)
-        for row in y[:, w:].tolist():
+                               pad_token_id=tok.pad_token_id, output_logits=return_logits,
+                               return_dict_in_generate=return_logits)
+        if return_logits:
+            y, lg = y.sequences, torch.stack(y.logits, 1).float()
+        for k, row in enumerate(y[:, w:].tolist()):
             n = next((j + 1 for j, t in enumerate(row) if t in stop_ids), len(row))
             out.append(row[:n])
-    return out
+            if return_logits:
+                out_logits.append(lg[k, :n])
+    return (out, out_logits) if return_logits else out
 
 
 def sampled_examples(items: list[dict], members: dict[str, str], n: int, temperature: float, seed: int):

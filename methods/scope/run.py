@@ -294,7 +294,9 @@ def train_grpo(cfg: PredictorConfig, outcomes: str, sft_dir: str, out: str | Pat
 
 def predict(model_dir: str, exs: list[dict], batch: int = 256) -> list[dict]:
     """Greedy prediction of `{len: L, correct: ...}`; P(correct) = softmax over 'y'/'n' at the
-    correctness slot given the predicted length (parse failure → the median length is used)."""
+    correctness slot given the predicted length, read from the generation's own logits when the
+    completion starts `{len: L, correct: ` (else one extra forward pass over that canonical prefix;
+    parse failure → the median predicted length is used)."""
     import torch
 
     from methods.core.models import load_model
@@ -302,27 +304,25 @@ def predict(model_dir: str, exs: list[dict], batch: int = 256) -> list[dict]:
     model, tok = load_model(model_dir)
     model.eval()
     torch.set_grad_enabled(False)
-    comps = pool.complete(model, tok, [e["prompt"] for e in exs], 24, chunk=batch)
-    texts = [tok.decode(c) for c in comps]
-    parsed = [core.parse(t) for t in texts]
+    comps, logits = pool.complete(model, tok, [e["prompt"] for e in exs], 24, chunk=batch, return_logits=True)
+    parsed = [core.parse(tok.decode(c)) for c in comps]
     lens = [p[0] for p in parsed if p is not None]
     med = int(np.median(lens)) if lens else 20
     y_id, n_id = tok.convert_tokens_to_ids("y"), tok.convert_tokens_to_ids("n")
-    out = []
-    for i in range(0, len(exs), batch):
-        seqs = []
-        for e, p in zip(exs[i:i + batch], parsed[i:i + batch]):
-            L = p[0] if p is not None else med
-            seqs.append(tok(e["prompt"] + f"{{len: {L}, correct: ", add_special_tokens=False)["input_ids"])
+    pred_len = [p[0] if p is not None else med for p in parsed]
+    heads = [tok(f"{{len: {L}, correct: ", add_special_tokens=False)["input_ids"] for L in pred_len]
+    two = [lg[len(h), [y_id, n_id]] if c[:len(h)] == h and len(c) > len(h) else None
+           for c, lg, h in zip(comps, logits, heads)]
+    redo = [k for k, t in enumerate(two) if t is None]
+    for i in range(0, len(redo), batch):
+        rows = redo[i:i + batch]
+        seqs = [tok(exs[k]["prompt"], add_special_tokens=False)["input_ids"] + heads[k] for k in rows]
         w = max(map(len, seqs))
         x = torch.full((len(seqs), w), tok.pad_token_id, dtype=torch.long)
         for j, s in enumerate(seqs):
             x[j, :len(s)] = torch.tensor(s)
-        logits = model(input_ids=x).logits
-        for j, s in enumerate(seqs):
-            two = logits[j, len(s) - 1, [y_id, n_id]].float()
-            p_yes = float(torch.softmax(two, 0)[0])
-            k = i + j
-            out.append({"pred_len": parsed[k][0] if parsed[k] is not None else med,
-                        "pred_correct": p_yes, "parsed": parsed[k] is not None})
-    return out
+        lg = model(input_ids=x).logits
+        for j, (k, s) in enumerate(zip(rows, seqs)):
+            two[k] = lg[j, len(s) - 1, [y_id, n_id]].float()
+    return [{"pred_len": L, "pred_correct": float(torch.softmax(t, 0)[0]), "parsed": p is not None}
+            for L, t, p in zip(pred_len, two, parsed)]
