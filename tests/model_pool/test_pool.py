@@ -100,3 +100,30 @@ def test_label_marks_of_sampled_completions():
         assert all(text[p] in ";?" for p, _ in marks) and marks[-1][0] == len(text) - 1
     # the common prefix with the gold `Q:4+7*3=s:11*3;s:33;A:33?`
     assert tasks.label_marks(item, "Q:4+7*3=s:11*3;s:34;A:34")[2] == len("Q:4+7*3=s:11*3;s:3")
+
+
+def test_complete_batched_left_padded_equals_one_by_one_and_logits_equal_a_full_forward():
+    import torch
+
+    from methods.core.models import ModelConfig, build_model
+    from methods.core.tokenizer import train_tokenizer
+    from methods.model_pool.pool import complete
+
+    tok = train_tokenizer([tasks.alphabet()], "char")
+    model = build_model(ModelConfig(d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=64), tok, 3).eval()
+    prompts = ["Q:4+7=", "R:abcdefgh=", "Q:1-2+3-4="]          # different lengths: left padding matters
+    batched, logits = complete(model, tok, prompts, 12, stops=(";",), return_logits=True)
+    for p, ids, lg in zip(prompts, batched, logits):
+        # one prompt alone, greedy by hand with full forwards (no cache, no padding)
+        x = tok(p, add_special_tokens=False)["input_ids"]
+        want, want_lg = [], []
+        with torch.no_grad():
+            for _ in range(12):
+                out = model(input_ids=torch.tensor([x + want])).logits[0, -1].float()
+                want_lg.append(out)
+                want.append(int(out.argmax()))
+                if want[-1] == tok.convert_tokens_to_ids(";"):
+                    break
+        assert ids == want
+        # tolerance: float32 cached vs uncached attention, 1e-4 absolute
+        assert torch.allclose(lg, torch.stack(want_lg), atol=1e-4)
