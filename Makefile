@@ -11,10 +11,14 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
+# smoke/tiny never touch a hub; paper scale downloads unless the caller sets these (compute
+# nodes without internet: pre-download on a login node, then export both, see README)
+ifneq ($(SCALE),paper)
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
+endif
 
-.PHONY: install reproduce test test-fast lint dryrun slurm-up slurm-down bench envs clean-results
+.PHONY: install reproduce test test-fast paper-standin gpu-check lint dryrun plan slurm-up slurm-down bench envs clean-results
 
 install: $(STAMP)
 
@@ -33,13 +37,27 @@ test: install slurm-up
 	REQUIRE_SLURM=1 $(PY) -m pytest --durations=10
 
 test-fast: install
-	$(PY) -m pytest -m "not slurm and not workflow"
+	$(PY) -m pytest -m "not slurm and not workflow and not paper_path"
+
+# on a CUDA machine: device, stand-in paper path of wd_plasticity and lfq on the GPU, trainer MFU,
+# compiled Triton kernels; one JSON in build/gpu-check/gpu_check.json
+gpu-check: install
+	$(PY) scripts/gpu_check.py
+
+# every paper's paper-scale DAG on local stand-ins of its hub models and datasets (CPU)
+paper-standin: install
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(PY) -m pytest -m paper_path tests/paper_path -rA
 
 lint: install
 	snakemake --lint
 
 dryrun: install
 	for s in smoke tiny paper; do snakemake -n --quiet rules --config scale=$$s || exit 1; done
+
+# GPU-hours of the jobs still to run at SCALE (make plan SCALE=paper): the sizing notes and the
+# table the dry run prints after its job list (methods/core/plan.py, methods/core/resources.py)
+plan: install
+	set -o pipefail; snakemake -n --quiet rules --config scale=$(SCALE) | sed -n '/^GPU sizing/p; /^GPU-hour plan/,$$p'
 
 slurm-up:
 	bash scripts/slurm-local.sh start

@@ -14,6 +14,8 @@ envvars:
 
 # config validation (run config and every scale file) happens first, in common.smk
 include: "workflow/rules/common.smk"
+# every torch step's GPU job size from its model and workload (before the rules that use them)
+include: "workflow/rules/sizes.smk"
 include: "workflow/rules/wd_plasticity.smk"
 include: "workflow/rules/siamesenorm.smk"
 include: "workflow/rules/dag_moe.smk"
@@ -40,3 +42,15 @@ rule all:
     default_target: True
     input:
         f"{REPORTS}/{config['scale']}/index.html",
+
+
+# After a dry run (`snakemake -n`, `make plan`), the GPU-hour plan: the jobs' own resources
+# (sized from their models, workflow/rules/common.smk) summed per rule and paper. Snakemake runs
+# no onstart/onsuccess handler in a dry run, so this is an exit hook of the main process; it
+# prints nothing in a real run, in a cluster job (`--mode remote/subprocess`) or without GPU jobs.
+if workflow.is_main_process:
+    import atexit
+
+    from methods.core.plan import print_after_dry_run
+
+    atexit.register(print_after_dry_run, workflow, PAPERS, config["scale"])

@@ -1,7 +1,9 @@
 """Binary-key × INT4-query RaBitQ score estimate (RaBitQCache card §3 "INT4 query path", §7).
 
 Layout (every function): H heads (query heads; keys already repeated over a GQA group), N keys,
-head_dim D (a multiple of 32), W = D / 32 words per key.
+head_dim D, W = ⌈D/32⌉ words per key. A D that is not a multiple of 32 (faiss's RaBitQ takes any D)
+is zero-padded to whole words: the padding bits are 0 in the keys and in the query's bit-planes,
+so they add nothing to popcounts or Σb, and every √D below is the true D.
 
 - `codes`  int32 [H, N, W]: the sign bits b ∈ {0,1}^D of each rotated, centred key; bit i of
   word w is dimension 32·w + i (`pack_bits_ref`).
@@ -45,18 +47,20 @@ if sys.byteorder != "little":  # pragma: no cover - unpack_bits_ref reads words 
 
 def _check(codes, qu, kfac, qfac):
     h, n, w = codes.shape
-    if qu.shape != (h, 32 * w):
-        raise ValueError(f"qu shape {tuple(qu.shape)} != {(h, 32 * w)}")
+    if qu.ndim != 2 or qu.shape[0] != h or -(-qu.shape[1] // 32) != w:
+        raise ValueError(f"qu shape {tuple(qu.shape)} does not fit codes {tuple(codes.shape)} (H, ⌈D/32⌉ = W)")
     if kfac.shape != (h, n, 3) or qfac.shape != (h, 4):
         raise ValueError(f"kfac {tuple(kfac.shape)} / qfac {tuple(qfac.shape)} do not fit codes {tuple(codes.shape)}")
 
 
 # ------------------------------------------------------------------- references ----
 def pack_bits_ref(bits: torch.Tensor) -> torch.Tensor:
-    """{0,1} tensor [..., D] → int32 words [..., D/32]; bit i of word w = element 32·w + i."""
+    """{0,1} tensor [..., D] → int32 words [..., ⌈D/32⌉]; bit i of word w = element 32·w + i
+    (elements past D are 0)."""
     d = bits.shape[-1]
     if d % 32:
-        raise ValueError(f"D={d} is not a multiple of 32")
+        bits = torch.nn.functional.pad(bits.to(torch.uint8), (0, 32 - d % 32))
+        d = bits.shape[-1]
     shifts = torch.arange(32, dtype=torch.int64, device=bits.device)
     words = (bits.to(torch.int64).unflatten(-1, (d // 32, 32)) << shifts).sum(-1)
     words = torch.where(words >= 2 ** 31, words - 2 ** 32, words)  # two's-complement wrap
@@ -67,8 +71,9 @@ _BYTE_BITS = {}
 
 
 def unpack_bits_ref(codes: torch.Tensor) -> torch.Tensor:
-    """Inverse of `pack_bits_ref`: uint8 {0,1} [..., 32·W]. Each little-endian byte of a word
-    (bits 8j..8j+7) is looked up in a 256 × 8 table: one gather instead of 32 shifts."""
+    """Inverse of `pack_bits_ref`: uint8 {0,1} [..., 32·W] (any zero padding past D included).
+    Each little-endian byte of a word (bits 8j..8j+7) is looked up in a 256 × 8 table: one
+    gather instead of 32 shifts."""
     lut = _BYTE_BITS.get(codes.device)
     if lut is None:
         lut = _BYTE_BITS[codes.device] = ((torch.arange(256, device=codes.device)[:, None]
@@ -82,7 +87,7 @@ def rabitq_scores_ref(codes, qu, kfac, qfac, scale: float) -> torch.Tensor:
     _check(codes, qu, kfac, qfac)
     d = qu.shape[1]
     sd = math.sqrt(d)
-    b = unpack_bits_ref(codes).float()                                    # [H, N, D]
+    b = unpack_bits_ref(codes)[..., :d].float()                           # [H, N, D]
     dot = torch.bmm(b, qu.float().unsqueeze(-1)).squeeze(-1)              # ⟨b, q_u⟩, exact integers
     delta, vl, squ, qc = qfac.float().unbind(-1)
     ip = (2 * delta[:, None] / sd) * dot + (2 * vl[:, None] / sd) * kfac[..., 1] \
@@ -105,16 +110,17 @@ if triton is not None:
 
     @triton.jit
     def _scores_kernel(codes_ptr, planes_ptr, kfac_ptr, qfac_ptr, out_ptr, N, scale, inv_sd, sd,
-                       W: tl.constexpr, BLOCK_N: tl.constexpr):
+                       W: tl.constexpr, WP: tl.constexpr, BLOCK_N: tl.constexpr):
         h = tl.program_id(0)
         rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        rw = tl.arange(0, W)
+        rw = tl.arange(0, WP)           # WP = W rounded up to a power of two (tl.arange's rule)
+        mw = rw < W
         m = rn < N
-        words = tl.load(codes_ptr + (h * N + rn[:, None]) * W + rw[None, :], mask=m[:, None], other=0)
+        words = tl.load(codes_ptr + (h * N + rn[:, None]) * W + rw[None, :], mask=m[:, None] & mw[None, :], other=0)
         words = words.to(tl.uint32, bitcast=True)
         dot = tl.zeros([BLOCK_N], dtype=tl.int32)
         for j in tl.static_range(4):  # the four bit-planes of q_u
-            plane = tl.load(planes_ptr + (h * 4 + j) * W + rw).to(tl.uint32, bitcast=True)
+            plane = tl.load(planes_ptr + (h * 4 + j) * W + rw, mask=mw, other=0).to(tl.uint32, bitcast=True)
             pc = _popcount32(words & plane[None, :]).to(tl.int32)
             dot += tl.sum(pc, axis=1) << j
         f0 = tl.load(kfac_ptr + (h * N + rn) * 3 + 0, mask=m, other=0.0)
@@ -130,7 +136,7 @@ if triton is not None:
 
 
 def query_planes(qu: torch.Tensor) -> torch.Tensor:
-    """The 4 bit-planes of q_u [H, D] as packed words int32 [H, 4, D/32]."""
+    """The 4 bit-planes of q_u [H, D] as packed words int32 [H, 4, ⌈D/32⌉]."""
     planes = torch.stack([(qu.to(torch.int32) >> j) & 1 for j in range(QUERY_BITS)], dim=1)
     return pack_bits_ref(planes)
 
@@ -138,14 +144,12 @@ def query_planes(qu: torch.Tensor) -> torch.Tensor:
 def rabitq_scores_triton(codes, qu, kfac, qfac, scale: float) -> torch.Tensor:
     _check(codes, qu, kfac, qfac)
     h, n, w = codes.shape
-    if w & (w - 1):
-        raise ValueError(f"W={w} words per key must be a power of two (D = 32·W)")
-    d = 32 * w
+    d = qu.shape[1]
     out = torch.empty((h, n), dtype=torch.float32, device=codes.device)
     block = 128
     _scores_kernel[(h, triton.cdiv(n, block))](
         codes.contiguous(), query_planes(qu).contiguous(), kfac.float().contiguous(), qfac.float().contiguous(),
-        out, n, float(scale), 1.0 / math.sqrt(d), math.sqrt(d), W=w, BLOCK_N=block)
+        out, n, float(scale), 1.0 / math.sqrt(d), math.sqrt(d), W=w, WP=triton.next_power_of_2(w), BLOCK_N=block)
     return out
 
 

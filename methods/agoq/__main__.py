@@ -29,7 +29,7 @@ def _train(a):
     from .run import RunConfig, train_variant
 
     cli.set_threads(1)
-    train_variant(from_json(RunConfig, a.config, "run"), a.data, a.out, a.threads)
+    train_variant(from_json(RunConfig, a.config, "run"), a.data, a.shards, a.out, a.threads)
 
 
 def _probe(a):
@@ -41,7 +41,7 @@ def _probe(a):
     variants = [from_json(Variant, json.dumps(v), "variants") for v in cfg.pop("variants", [])]
     pc = from_json(ProbeConfig, json.dumps(cfg), "probe")
     t0 = time.perf_counter()
-    res = run_probe(pc, a.model, a.data, variants)
+    res = run_probe(pc, a.model, a.shards, variants)
     write_metrics(a.out, res, json.loads(a.config), pc.seed, time.perf_counter() - t0)
 
 
@@ -81,13 +81,13 @@ def build_parser():
     s = step("data", _data, "generate the PCFG + arithmetic corpus and the char tokenizer")
     s.add_argument("--out", required=True)
     s = step("train", _train, "train one variant data-parallel over world_size gloo processes")
-    for k in ("data", "out"):
+    for k in ("data", "shards", "out"):
         s.add_argument(f"--{k}", required=True)
-    s.add_argument("--threads", type=int, default=2)
+    cli.add_threads(s, default=2)
     s = step("probe", _probe, "gradient-collective errors (W simulated workers) and policy bytes")
-    for k in ("model", "data", "out"):
+    for k in ("model", "shards", "out"):
         s.add_argument(f"--{k}", required=True)
-    s.add_argument("--threads", type=int, default=1)
+    cli.add_threads(s)
     s = step("aggregate", _aggregate, "table, claim metrics, pipeline memory model and the figure")
     s.add_argument("--runs", nargs="+", required=True)
     for k in ("probe", "table", "pp_memory", "summary", "figure"):

@@ -1,13 +1,11 @@
 """The corpus of the AGoQ study (card §5): the shared synthetic generators (PCFG sentences and
-arithmetic lines, char-level), tokenized once. At paper scale `source` is a hub corpus
-(streamed) and `tokenizer` a hub tokenizer id."""
+arithmetic lines, char-level), tokenized once by the shards step. At paper scale `source` is a
+hub corpus (streamed) and `tokenizer` a hub tokenizer id."""
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 from methods.core.data import arithmetic_line, iter_texts, pcfg_sentence
 from methods.core.results import InputError, atomic_path
@@ -43,36 +41,53 @@ def _text(rng: random.Random, n: int, cfg: DataConfig) -> str:
 
 
 def build(cfg: DataConfig, out_dir: str | Path) -> dict:
-    """Write {train,val}_ids.npy and tokenizer/ into out_dir (atomically)."""
+    """Write train.txt, val.txt and tokenizer/ into out_dir (atomically). The text is
+    tokenized once by the shards step (`python -m methods.core shards`), which the runs and
+    the probe read; at paper scale the corpus is streamed to the files, never held whole."""
+    import itertools
+
+    from methods.core.data import stream_texts, write_joined_split
     from methods.core.tokenizer import load_tokenizer, train_tokenizer
 
     with atomic_path(out_dir, is_dir=True) as tmp:
         if cfg.source == "generated":
             rng = random.Random(cfg.seed)
             train, val = _text(rng, cfg.train_chars, cfg), _text(rng, cfg.val_chars, cfg)
+            (tmp / "train.txt").write_text(train)
+            (tmp / "val.txt").write_text(val)
+            n_train, n_val = len(train), len(val)
         else:
-            joined = "\n".join(iter_texts(cfg.source, cfg.text_field, cfg.train_chars + cfg.val_chars))
-            train, val = joined[: cfg.train_chars], joined[cfg.train_chars:]
-            if not val:
+            # the texts joined by newlines: the first train_chars characters train, the rest validate
+            n_train, n_val = write_joined_split(
+                iter_texts(cfg.source, cfg.text_field, cfg.train_chars + cfg.val_chars),
+                [(tmp / "train.txt", cfg.train_chars), (tmp / "val.txt", None)])
+            if not n_val:
                 raise InputError(f"corpus {cfg.source!r} has fewer than {cfg.train_chars} characters")
-        tok = train_tokenizer([train, val], "char") if cfg.tokenizer == "char" else load_tokenizer(cfg.tokenizer)
+        if cfg.tokenizer == "char":  # the alphabet of both files, read line by line
+            tok = train_tokenizer(itertools.chain(stream_texts(tmp / "train.txt"), stream_texts(tmp / "val.txt")), "char")
+        else:
+            tok = load_tokenizer(cfg.tokenizer)
         tok.save_pretrained(tmp / "tokenizer")
-        for name, text in (("train", train), ("val", val)):
-            ids = tok(text, add_special_tokens=False)["input_ids"]
-            np.save(tmp / f"{name}_ids.npy", np.asarray(ids, dtype=np.int32))
-        return {"train_chars": len(train), "val_chars": len(val), "vocab": len(tok)}
+        return {"train_chars": n_train, "val_chars": n_val, "vocab": len(tok)}
 
 
-def load(data_dir: str | Path):
-    """(tokenizer, train ids, val ids) of a data directory."""
+def check_inputs(data_dir: str | Path, shards_dir: str | Path) -> None:
+    """The tokenizer and both shard indexes exist and match their files (before any worker starts)."""
+    from methods.core.shards import read_index
+
+    if not (Path(data_dir) / "tokenizer").exists():
+        raise InputError(f"missing input: {Path(data_dir) / 'tokenizer'}")
+    for split in ("train", "val"):
+        read_index(Path(shards_dir) / split)
+
+
+def load(data_dir: str | Path, shards_dir: str | Path, seq_len: int):
+    """(tokenizer, train stream, val stream): the data step's tokenizer and the corpus as the
+    shards step tokenized it (train/, val/), read from disk by (seed, step)."""
+    from methods.core.shards import ShardedTokenStream
     from methods.core.tokenizer import load_tokenizer
 
-    d = Path(data_dir)
-    for f in ("train_ids.npy", "val_ids.npy", "tokenizer"):
-        if not (d / f).exists():
-            raise InputError(f"missing input: {d / f}")
-    try:
-        ids = [np.load(d / f"{n}_ids.npy", allow_pickle=False) for n in ("train", "val")]
-    except ValueError as e:
-        raise InputError(f"corrupt token file in {d}: {e}") from None
-    return load_tokenizer(d / "tokenizer"), ids[0], ids[1]
+    check_inputs(data_dir, shards_dir)
+    d = Path(shards_dir)
+    return (load_tokenizer(Path(data_dir) / "tokenizer"), ShardedTokenStream(d / "train", seq_len),
+            ShardedTokenStream(d / "val", seq_len))

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from methods.core.results import InputError
 
@@ -46,21 +47,19 @@ def _grad(model, params, ids, labels, quantizer=None):
     return torch.cat([p.grad.reshape(-1) for p in params])
 
 
-def run_probe(cfg: ProbeConfig, model_dir, data_dir, variants: list[Variant]) -> dict:
+def run_probe(cfg: ProbeConfig, model_dir, shards_dir, variants: list[Variant]) -> dict:
     import torch
 
-    from methods.core.data import TokenStream
     from methods.core.models import load_model
+    from methods.core.shards import ShardedTokenStream
 
-    from .data import load
     from .laaq import BitPolicy, SavedActivationQuantizer
     from .quangrad import FP32_SLACK, bf16_mean, naive_ring_mean_sim, quangrad_mean_sim, rel_l2
 
     model, _ = load_model(model_dir)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
-    _, train_ids, _ = load(data_dir)
-    stream = TokenStream(train_ids, cfg.seq_len)
+    stream = ShardedTokenStream(Path(shards_dir) / "train", cfg.seq_len)
     coll = {}
     for w in cfg.workers:
         acc = {"quangrad": [], "naive_ring": [], "bf16": [], "bound_ok": []}

@@ -89,12 +89,12 @@ def build(cfg: RunConfig, tok):
     return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(cfg.hub_id))
 
 
-def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, out_dir: str, threads: int):
+def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, shards_dir: str, out_dir: str,
+            threads: int):
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
 
-    from methods.core.data import TokenStream
     from methods.core.models import save_model
     from methods.core.train import evaluate_loss, lr_factor, make_optimizer
 
@@ -105,7 +105,7 @@ def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, out
     torch.set_num_threads(threads)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group(cfg.backend, rank=rank, world_size=world)
-    tok, train_ids, val_ids = load(data_dir)
+    tok, stream, val_stream = load(data_dir, shards_dir, cfg.seq_len)
     model = build(cfg, tok)
     dev = torch.device("cpu")
     if cfg.backend == "nccl":  # paper scale: one GPU per rank
@@ -119,9 +119,8 @@ def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, out
     laaq = SavedActivationQuantizer(model, BitPolicy(v.bits, v.stage_overrides), cfg.n_stages,
                                     cfg.group_size, cfg.stochastic, seed=cfg.seed * 1000 + rank)
     coll = Collective(v.allreduce, cfg.grad_block)
-    stream = TokenStream(train_ids, cfg.seq_len)
     val = [{k: t.to(dev) for k, t in b.items()}
-           for b in TokenStream(val_ids, cfg.seq_len).sequential_batches(cfg.train.batch_size, cfg.eval_batches)]
+           for b in val_stream.sequential_batches(cfg.train.batch_size, cfg.eval_batches)]
     initial = evaluate_loss(model, val) if rank == 0 else None
     model.train()
     n = sum(p.numel() for p in params)
@@ -214,7 +213,8 @@ def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, out
     dist.destroy_process_group()
 
 
-def train_variant(cfg: RunConfig, data_dir: str | Path, out_dir: str | Path, threads: int) -> dict:
+def train_variant(cfg: RunConfig, data_dir: str | Path, shards_dir: str | Path, out_dir: str | Path,
+                  threads: int) -> dict:
     """Start `world_size` processes on localhost (torch.multiprocessing), each with
     max(1, threads // world_size) torch threads; rank 0 writes `out_dir`. The processes are
     forked after the heavy imports, so transformers is imported once per job, not per rank
@@ -224,14 +224,13 @@ def train_variant(cfg: RunConfig, data_dir: str | Path, out_dir: str | Path, thr
     import transformers.models.llama.modeling_llama  # noqa: F401  (inherited by the forked ranks)
 
     from . import data, laaq, quangrad  # noqa: F401
-    from methods.core import models, tokenizer, train  # noqa: F401
+    from methods.core import models, shards, tokenizer, train  # noqa: F401
 
-    for f in ("train_ids.npy", "val_ids.npy", "tokenizer"):
-        if not (Path(data_dir) / f).exists():
-            raise InputError(f"missing input: {Path(data_dir) / f}")
+    data.check_inputs(data_dir, shards_dir)  # one line here, not a traceback from every rank
     per = max(1, threads // cfg.world_size)
     try:
-        mp.start_processes(_worker, args=(cfg.world_size, free_port(), cfg, str(data_dir), str(out_dir), per),
+        mp.start_processes(_worker, args=(cfg.world_size, free_port(), cfg, str(data_dir), str(shards_dir),
+                                          str(out_dir), per),
                            nprocs=cfg.world_size, join=True, start_method="fork")
     except mp.ProcessRaisedException as e:
         last = str(e).strip().splitlines()[-1]

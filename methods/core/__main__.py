@@ -1,4 +1,4 @@
-"""Shared DAG steps: `python -m methods.core <step> ...` (tokenizer training, claim verdicts).
+"""Shared DAG steps: `python -m methods.core <step> ...` (tokenizer training, token shards, claim verdicts).
 The HTML report has its own entry point: `python -m methods.core.report`."""
 from __future__ import annotations
 
@@ -12,18 +12,42 @@ from .results import InputError
 def _tokenizer(a):
     from .tokenizer import save_tokenizer, train_tokenizer
 
-    texts = []
     for f in a.texts:
-        p = Path(f)
-        if not p.is_file():
-            raise InputError(f"missing input file: {p}")
-        if p.suffix == ".jsonl":
-            from .results import read_jsonl
+        if not Path(f).is_file():
+            raise InputError(f"missing input file: {f}")
 
-            texts += [r["prompt"] + r["answer"] for r in read_jsonl(p)]
-        else:
-            texts += p.read_text().splitlines(keepends=True)
-    save_tokenizer(train_tokenizer(texts, a.kind, a.vocab_size), a.out)
+    def texts():
+        # a generator, line by line: a paper-scale corpus file is far larger than memory
+        for f in map(Path, a.texts):
+            if f.suffix == ".jsonl":
+                from .results import read_jsonl
+
+                yield from (r["prompt"] + r["answer"] for r in read_jsonl(f))
+            else:
+                with open(f, encoding="utf-8") as fh:
+                    yield from fh
+
+    save_tokenizer(train_tokenizer(texts(), a.kind, a.vocab_size), a.out)
+
+
+def _shards(a):
+    from .data import stream_texts
+    from .shards import write_corpus_shards
+    from .tokenizer import load_tokenizer
+
+    if a.val_source is None and a.val_tokens is None:
+        raise InputError("shards: --val-tokens is required without --val-source (val is cut from --source)")
+    tok = load_tokenizer(a.tokenizer)
+    # a .txt file is one continuous text read in lines, its newlines kept: they already
+    # separate its documents, and tokenizing it line by line then gives the ids of the whole
+    # text (exactly so for the char tokenizer). Documents of a record source end with EOS.
+    eos = {"yes": True, "no": False, "auto": Path(a.source).suffix != ".txt"}[a.eos]
+    val_texts = None if a.val_source is None else stream_texts(a.val_source, a.text_field, a.val_split)
+    idx = write_corpus_shards(stream_texts(a.source, a.text_field, a.split), tok, a.out,
+                              val_tokens=a.val_tokens, train_tokens=a.train_tokens, val_texts=val_texts,
+                              shard_tokens=a.shard_tokens, append_eos=eos)
+    print("shards: " + ", ".join(f"{k} {v['total_tokens']:,} tokens in {len(v['shards'])} shard(s) ({v['dtype']})"
+                                 for k, v in idx.items()), file=sys.stderr)
 
 
 def _claims(a):
@@ -46,6 +70,20 @@ def build_parser():
     s.add_argument("--kind", choices=["char", "bpe"], required=True)
     s.add_argument("--vocab-size", type=int, default=0)
     s.add_argument("--out", required=True)
+    s = sub.add_parser("shards", help="tokenize a corpus (streamed) into train/val token shards")
+    s.set_defaults(func=_shards)
+    s.add_argument("--source", required=True, help="a .txt / JSONL file, a save_to_disk directory or a hub id")
+    s.add_argument("--text-field", default="text", help="the text column of a record source")
+    s.add_argument("--split", default="train", help="the split of a dataset source")
+    s.add_argument("--val-source", help="held-out text for val (default: the start of --source)")
+    s.add_argument("--val-split", default="train", help="the split of a dataset --val-source")
+    s.add_argument("--tokenizer", required=True, help="a tokenizer directory or hub id")
+    s.add_argument("--val-tokens", type=int, help="val tokens (default with --val-source: all of it)")
+    s.add_argument("--train-tokens", type=int, help="train tokens (default: the rest of the source)")
+    s.add_argument("--shard-tokens", type=int, default=2 ** 24)
+    s.add_argument("--eos", choices=["auto", "yes", "no"], default="auto",
+                   help="EOS after each document (auto: yes unless --source is a .txt file)")
+    s.add_argument("--out", required=True, help="the directory that receives val/ and train/")
     s = sub.add_parser("claims", help="evaluate a paper's claims.yaml against its summary metrics")
     s.set_defaults(func=_claims)
     for k in ("claims", "metrics", "scale", "out"):

@@ -15,10 +15,11 @@ from .results import InputError
 
 
 def set_threads(n: int) -> None:
-    """One torch thread per Snakemake core (CONVENTIONS 14)."""
+    """One torch thread per Snakemake core (CONVENTIONS 14); under torchrun the job's cores are
+    shared by the ranks of this node (LOCAL_WORLD_SIZE)."""
     import torch
 
-    torch.set_num_threads(max(1, n))
+    torch.set_num_threads(max(1, n // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
@@ -31,12 +32,29 @@ def main(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
         print(f"{parser.prog}: error: a sub-command is required", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
+    where = ""
+    dist = None
     try:
+        if getattr(args, "runtime", None) is not None:
+            from . import distributed, runtime
+
+            rt = runtime.activate(args.runtime)
+            # a torchrun worker joins its process group and takes GPU LOCAL_RANK; a plain
+            # launch has none (see `distributed`)
+            if distributed.launched():
+                dist = distributed
+                dist.init()
+                rt = runtime.current()
+                where = f" as rank {dist.rank()}/{dist.world_size()}"
+            where = f" on {rt.device} ({str(rt.compute_dtype).removeprefix('torch.')})" + where
         func(args)
     except InputError as e:
         print(f"{parser.prog} {args.command}: error: {e}", file=sys.stderr)
         return 2
-    print(f"{parser.prog} {args.command}: done in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    finally:
+        if dist is not None:
+            dist.shutdown()
+    print(f"{parser.prog} {args.command}: done in {time.perf_counter() - t0:.1f}s{where}", file=sys.stderr)
     return 0
 
 
@@ -56,5 +74,13 @@ def config_step(sub: argparse._SubParsersAction, name: str, func: Callable, help
     for f in files:
         s.add_argument(f"--{f}", required=True)
     if threads:
-        s.add_argument("--threads", type=int, default=1)
+        add_threads(s)
     return s
+
+
+def add_threads(s: argparse.ArgumentParser, default: int = 1) -> None:
+    """`--threads` (torch intra-op threads = the rule's cores) and `--runtime` (the scale's
+    runtime spec as JSON: device, dtype policy, compile; see `runtime`) of a torch step."""
+    s.add_argument("--threads", type=int, default=default, help="torch threads (the rule's cores)")
+    s.add_argument("--runtime", default="", help="runtime spec JSON {device, dtype, master_fp32, "
+                   "compile, seed, distributed}; empty = cpu/fp32")

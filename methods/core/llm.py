@@ -153,18 +153,23 @@ class HFBackend(LLM):
     """A local transformers causal LM. Sampling with a seed is reproducible for the same prompts,
     batch_size, device and library versions (batch composition changes the random stream)."""
 
-    def __init__(self, model_dir_or_hub_id: str, device: str = "cpu", dtype: Any = None,
+    def __init__(self, model_dir_or_hub_id: str, device: str | None = None, dtype: Any = None,
                  batch_size: int = 16, chat_format: Callable[[list[dict]], str] | None = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from .runtime import current
+
+        # device and dtype default to the active runtime's (the GPU in bf16 at paper scale)
+        rt = current()
         if isinstance(dtype, str) and dtype != "auto":
             dtype = getattr(torch, dtype)
         # Never run repository code; load safetensors only (no pickle).
         tok = AutoTokenizer.from_pretrained(model_dir_or_hub_id, trust_remote_code=False)
         model = AutoModelForCausalLM.from_pretrained(
-            model_dir_or_hub_id, dtype=dtype, trust_remote_code=False, use_safetensors=True)
-        self._setup(model.to(device), tok, batch_size, chat_format)
+            model_dir_or_hub_id, dtype=dtype or rt.weight_dtype(training=False),
+            trust_remote_code=False, use_safetensors=True)
+        self._setup(model.to(device or rt.device), tok, batch_size, chat_format)
 
     @classmethod
     def from_model(cls, model, tokenizer, *, batch_size: int = 16,

@@ -67,25 +67,38 @@ def register_arch(config_cls, model_cls) -> None:
     AutoModelForCausalLM.register(config_cls, model_cls, exist_ok=True)
 
 
-def save_model(model, tokenizer, out_dir: str | Path, extra_files: dict[str, str] | None = None) -> None:
-    """Atomically write an HF model directory: safetensors weights, config, tokenizer."""
+def save_model(model, tokenizer, out_dir: str | Path, extra_files: dict[str, str] | None = None,
+               state_dict: dict | None = None) -> None:
+    """Atomically write an HF model directory: safetensors weights, config, tokenizer.
+    `state_dict` replaces the model's own weights: the full weights gathered from FSDP shards
+    (`distributed.full_state_dict`), saved by rank 0 only."""
     with atomic_path(out_dir, is_dir=True) as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
+        model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
         tokenizer.save_pretrained(tmp)
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text)
 
 
-def load_model(path: str | Path, dtype=None, attn_implementation: str | None = None):
-    """Load (model, tokenizer) from a local directory, or a hub id at paper scale."""
+def load_model(path: str | Path, dtype=None, attn_implementation: str | None = None,
+               training: bool = False):
+    """Load (model, tokenizer) from a local directory, or a hub id at paper scale, onto the
+    active runtime's device (`runtime.current()`), in its inference dtype, or in its training
+    dtype (fp32 master weights under the default policy) when `training`. An explicit `dtype`
+    wins. Weights load straight onto the GPU (no full CPU copy of a large model)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .runtime import current
 
     p = Path(path)
     if p.exists() and not (p / "config.json").is_file():
         raise InputError(f"not a model directory (no config.json): {p}")
+    rt = current()
     kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    if rt.is_cuda:
+        kw["device_map"] = str(rt.device)
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, **kw)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=dtype or rt.weight_dtype(training), use_safetensors=True, **kw)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError) as e:
         raise InputError(f"cannot load model {path}: {str(e).splitlines()[0]}") from None

@@ -99,25 +99,63 @@ def evaluate_loss(model, batches: list[dict]) -> float:
     """Token-weighted mean loss over fixed batches."""
     import torch
 
+    from .runtime import current
+
+    rt = current()
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
-    with torch.no_grad():
+    with torch.no_grad(), rt.autocast(training=was_training):
         for b in batches:
             n = int((b["labels"] != -100).sum())
             if n == 0:  # a batch without targets has no loss (its mean would be NaN)
                 continue
-            total += float(lm_loss(model, b)) * n
+            total += float(lm_loss(model, rt.to_device(b))) * n
             count += n
     model.train(was_training)
     return total / max(1, count)
 
 
+def target_tokens(batch: dict) -> int:
+    """The weight of a batch in `lm_loss`'s mean: its number of target tokens."""
+    return int((batch["labels"] != -100).sum())
+
+
+def _rank_loss(fwd, loss_fn, batch: dict, share: float):
+    """This rank's term of the objective, scaled so that the gradient AVERAGE over the W ranks
+    (what DDP's all-reduce and FSDP's reduce-scatter compute) is the gradient of the
+    single-process loss on the global batch.
+
+    The single-process loss is a mean over all N target tokens of the global batch; rank r
+    holds n_r of them, so loss = Σ_r (n_r/N)·loss_r with loss_r its own mean. Back-propagating
+    W·(n_r/N)·loss_r on each rank makes the average Σ_r (n_r/N)·∇loss_r, exactly the global
+    gradient up to float summation order. (A plain per-rank mean would weight the tokens of
+    rows with much -100 padding more than the single process does.) A term that is not a mean
+    over tokens — an MoE's load-balancing loss over the rank's own tokens — is weighted the
+    same way, which is the usual data-parallel approximation of it."""
+    from . import distributed
+
+    if share == 0:
+        # no targets in this rank's rows: a zero loss through the same forward, so this rank's
+        # DDP/FSDP hooks fire and its collectives match the others' (a mean over no targets is
+        # NaN, and NaN·0 is NaN)
+        out = fwd(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"))
+        return out.logits.float().sum() * 0.0
+    return loss_fn(fwd, batch) * (share * distributed.world_size())
+
+
 def _save_checkpoint(path: Path, model, opt, step: int, rows: list[dict]) -> None:
     import torch
 
+    from . import distributed
+
+    # the single-process layout whatever the strategy (FSDP gathers its shards: a collective
+    # every rank joins), written by rank 0 only
+    model_state, opt_state = distributed.train_state(model, opt)
+    if not distributed.is_main():
+        return
     with atomic_path(path) as tmp:
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+        torch.save({"model": model_state, "optimizer": opt_state, "step": step,
                     "rows": [json.dumps(r, sort_keys=True) for r in rows]}, tmp)
 
 
@@ -128,8 +166,9 @@ def _load_checkpoint(path: Path, model, opt) -> tuple[int, list[dict]]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated or foreign file: say which file, start over is the user's call
         raise InputError(f"corrupt checkpoint {path}: {str(e).splitlines()[0]}") from None
-    model.load_state_dict(state["model"])
-    opt.load_state_dict(state["optimizer"])
+    from . import distributed
+
+    distributed.load_train_state(model, opt, state["model"], state["optimizer"])
     return int(state["step"]), [json.loads(r) for r in state["rows"]]
 
 
@@ -148,32 +187,71 @@ def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
     checkpoint is resumed and a new one written every `ckpt_every` steps; the file is removed
     after the final step. Metric rows hold no wall-clock values, so a resumed run's rows equal
     an uninterrupted run's.
+
+    The model runs where the active runtime says (`runtime.current()`): it is moved there in
+    the training dtype (fp32 master weights by default), batches follow it, and the loss is
+    computed under autocast in the compute dtype (bf16 on GPUs that have it); `batch_fn` may
+    return CPU tensors.
+
+    Under torchrun (a process group from `distributed.init`) every rank calls `train` with the
+    same arguments; `batch_fn(step)` is the GLOBAL batch and each rank trains on its chunk of
+    rows, with its loss weighted so that the gradient DDP/FSDP average equals the
+    single-process gradient of the global batch (`_rank_loss`). The strategy is the runtime
+    spec's `distributed` (ddp | fsdp). Every rank returns the same rows (losses are averaged
+    over ranks for logging); only rank 0 writes the log, the checkpoint and the progress bar.
+    `eval_fn` and `grad_probe` run on every rank (under FSDP their forwards are collectives;
+    a probe sees DDP's averaged gradients, or FSDP's local gradient shards). A `loss_fn` whose
+    objective is not a mean over target tokens (labels ≠ -100) says what it averages over with
+    a `loss_weight(batch) -> number` attribute.
     """
     import torch
     from tqdm import tqdm
 
+    from . import distributed
+    from .runtime import current
+
+    rt = current()
+    strategy = distributed.strategy()  # "none" without a process group: the plain loop below
+    if strategy == "fsdp":
+        # dtype only: fully_shard moves each layer's shard to this rank's device as it shards
+        # it, so the whole model never has to sit on one GPU
+        model.to(dtype=rt.weight_dtype(training=True))
+    else:
+        rt.place(model, training=True)
+    fwd = rt.maybe_compile(distributed.wrap(model, strategy))
     loss_fn = loss_fn or lm_loss
-    opt = make_optimizer(model, cfg)
+    opt = make_optimizer(model, cfg)  # after wrapping: FSDP replaces parameters by sharded ones
     ckpt = Path(ckpt_path) if ckpt_path else None
     start, rows = 0, []
-    if ckpt is not None and ckpt.exists():
+    main = distributed.is_main()
+    # rank 0 decides: ranks that disagree about resuming would run different collectives
+    if ckpt is not None and distributed.agree(ckpt.exists()):
         start, rows = _load_checkpoint(ckpt, model, opt)
-        print(f"{desc}: resumed from {ckpt} at step {start}", file=sys.stderr)
+        if main:
+            print(f"{desc}: resumed from {ckpt} at step {start}", file=sys.stderr)
     params = [p for g in opt.param_groups for p in g["params"]]
     tokens_per_step = None
     model.train()
-    bar = tqdm(range(start, cfg.steps), desc=desc, initial=start, total=cfg.steps,
-               mininterval=5.0, file=sys.stderr, disable=os.environ.get("TQDM_DISABLE") == "1")
+    bar = tqdm(range(start, cfg.steps), desc=desc, initial=start, total=cfg.steps, mininterval=5.0,
+               file=sys.stderr, disable=os.environ.get("TQDM_DISABLE") == "1" or not main)
     t0 = time.perf_counter()
     for step in bar:
-        batch = batch_fn(step)
+        global_batch = batch_fn(step)
         if tokens_per_step is None:
-            tokens_per_step = int((batch["labels"] != -100).sum())
+            tokens_per_step = int((global_batch["labels"] != -100).sum())
+        if strategy == "none":
+            batch = rt.to_device(global_batch)
+        else:
+            local = distributed.local_rows(global_batch)
+            weight = getattr(loss_fn, "loss_weight", target_tokens)
+            share = weight(local) / max(weight(global_batch), 1)
+            batch = rt.to_device(local)
         # the schedule is a pure function of the step, so resuming needs no scheduler state
         lr = cfg.lr * lr_factor(step, cfg)
         for g in opt.param_groups:
             g["lr"] = lr
-        loss = loss_fn(model, batch)
+        with rt.autocast():
+            loss = loss_fn(fwd, batch) if strategy == "none" else _rank_loss(fwd, loss_fn, batch, share)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         probe = grad_probe(step + 1) if grad_probe is not None else None
@@ -185,8 +263,9 @@ def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
         if done % cfg.log_every == 0 or last:
             if gnorm is None:
                 gnorm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
-            loss_value = loss.item()
-            rows.append({"step": done, "loss": loss_value, "lr": lr, "grad_norm": float(gnorm)})
+            # distributed: the mean over ranks of the scaled losses is the global batch's loss
+            loss_value = loss.item() if strategy == "none" else distributed.all_reduce_mean(loss)
+            rows.append({"step": done, "loss": loss_value, "lr": lr, "grad_norm": distributed.scalar(gnorm)})
             bar.set_postfix(loss=f"{loss_value:.4f}")
         if probe:
             rows.append({"step": done, **probe})
@@ -196,14 +275,15 @@ def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
             _save_checkpoint(ckpt, model, opt, done, rows)
     bar.close()
     elapsed = time.perf_counter() - t0
-    if cfg.steps > start and tokens_per_step:
+    if cfg.steps > start and tokens_per_step and main:  # distributed: the whole job's tokens
         print(f"{desc}: {(cfg.steps - start) * tokens_per_step / elapsed:,.0f} tokens/s "
               f"over {cfg.steps - start} steps", file=sys.stderr)
-    if log_path is not None:
+    if log_path is not None and main:
         with atomic_path(log_path) as tmp:
             tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
-    if ckpt is not None and ckpt.exists():
+    if ckpt is not None and main and ckpt.exists():
         ckpt.unlink()
+    distributed.reshard(model)  # FSDP: leave with sharded parameters (an eval forward unshards the root)
     model.eval()
     return rows
 

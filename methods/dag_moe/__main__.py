@@ -33,9 +33,12 @@ def _train(a):
     cfg = from_json(LMConfig, a.config, "lm")
     arch = from_json(ArchConfig, a.arch, "arch")
     t0 = time.perf_counter()
-    m = train_lm(cfg, arch, a.name, a.seed, a.data, a.out, a.checkpoint)
-    write_metrics(a.metrics, m, {"lm": json.loads(a.config), "arch": json.loads(a.arch)}, a.seed,
-                  time.perf_counter() - t0)
+    m = train_lm(cfg, arch, a.name, a.seed, a.data, a.out, a.checkpoint, a.shards)
+    from methods.core import distributed
+
+    if distributed.is_main():  # under torchrun every rank has the same metrics; rank 0 writes them
+        write_metrics(a.metrics, m, {"lm": json.loads(a.config), "arch": json.loads(a.arch)}, a.seed,
+                      time.perf_counter() - t0)
     print(f"train {a.name} s{a.seed}: val_loss {m['val_loss']:.4f}", file=sys.stderr)
 
 
@@ -134,25 +137,26 @@ def build_parser():
     for k in ("data", "out", "metrics", "name", "arch"):
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--checkpoint", default=None)
+    s.add_argument("--shards", default=None, help="a hub corpus's token shards (train/, val/)")
     s.add_argument("--seed", type=int, required=True)
-    s.add_argument("--threads", type=int, default=1)
+    cli.add_threads(s)
     s = step("compose", _compose, "D2: the 1-layer composition runs of one aggregation, every seed")
     s.add_argument("--aggregation", required=True, choices=["sum", "dag"])
     s.add_argument("--data", required=True)
     s.add_argument("--out", required=True)
-    s.add_argument("--threads", type=int, default=1)
+    cli.add_threads(s)
     s = step("timing", _timing, "step time of every arch, interleaved in this one process")
     s.add_argument("--names", nargs="+", required=True)
     s.add_argument("--runs", nargs="+", required=True)
     s.add_argument("--data", required=True)
     s.add_argument("--seq-len", type=int, required=True)
     s.add_argument("--out", required=True)
-    s.add_argument("--threads", type=int, default=1)
+    cli.add_threads(s)
     s = step("lm-eval", _lm_eval, "paper scale: zero-shot lm-eval tasks of one trained LM")
     for k in ("model", "name", "out"):
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--seed", type=int, required=True)
-    s.add_argument("--threads", type=int, default=1)
+    cli.add_threads(s)
     s = sub.add_parser("aggregate", help="table and claim metrics")
     s.set_defaults(func=_aggregate)
     s.add_argument("--runs", nargs="+", required=True)

@@ -223,7 +223,8 @@ class ComposeBatches:
 
 # ------------------------------------------------------------------- the data step ----
 def build(cfg: DataConfig, out: str | Path) -> dict:
-    """Write world.json (permutations, held-out pairs, segment probabilities) and the tokenizer."""
+    """Write world.json (permutations, held-out pairs, segment probabilities) and the tokenizer;
+    for a hub corpus also train.txt and val.txt, which the shards step tokenizes once."""
     with atomic_path(out, is_dir=True) as tmp:
         info = {"source": cfg.source}
         if cfg.source == GENERATED:
@@ -232,12 +233,24 @@ def build(cfg: DataConfig, out: str | Path) -> dict:
             tok = word_tokenizer(cfg)
             info.update(vocab_size=len(world.vocab), heldout_pairs=len(world.heldout),
                         train_pairs=len(world.train_pairs), seg_probs=world.seg_probs)
-        else:  # paper scale: the hub tokenizer; the corpus is streamed by the train step
+        else:  # paper scale: the hub tokenizer, and the corpus streamed to text files
+            from methods.core.data import iter_texts
             from methods.core.tokenizer import load_tokenizer
 
             tok = load_tokenizer(cfg.tokenizer)
             (tmp / "world.json").write_text(json.dumps({"config": asdict(cfg)}, sort_keys=True) + "\n")
-            info.update(vocab_size=len(tok))
+            # the first 1% of the characters (whole documents) validate, the rest trains
+            n_val, n = max(1, cfg.corpus_chars // 100), {"val": 0, "train": 0}
+            with open(tmp / "val.txt", "w", encoding="utf-8") as val, \
+                    open(tmp / "train.txt", "w", encoding="utf-8") as train:
+                for text in iter_texts(cfg.source, cfg.text_field, cfg.corpus_chars):
+                    split = "val" if n["val"] < n_val else "train"
+                    (val if split == "val" else train).write(text + "\n")
+                    n[split] += len(text) + 1
+            if not n["train"]:
+                raise InputError(f"corpus {cfg.source!r} has {n['val']} characters, all of them for validation "
+                                 f"(corpus_chars={cfg.corpus_chars})")
+            info.update(vocab_size=len(tok), val_chars=n["val"], train_chars=n["train"])
         tok.save_pretrained(tmp / "tokenizer")
         (tmp / "info.json").write_text(json.dumps(info, sort_keys=True) + "\n")
     return info

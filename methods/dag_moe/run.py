@@ -12,7 +12,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from methods.core import distributed
 from methods.core.models import ModelConfig, save_model
+from methods.core.results import InputError
 from methods.core.train import TrainConfig, train
 
 from . import data as D
@@ -124,25 +126,26 @@ def arch_summary(cfg) -> dict:
 
 
 # --------------------------------------------------------------------- LM runs ----
-def _lm_batches(world: D.World, data_dir: Path, cfg: LMConfig, tokenizer, seed: int):
-    """(batch_fn, val batches) for the generated mixture or, at paper scale, a hub corpus."""
+def _lm_batches(world: D.World, shards_dir: str | Path | None, cfg: LMConfig, seed: int):
+    """(batch_fn, val batches) for the generated mixture or, at paper scale, a hub corpus read
+    from the shards step's output (train/, val/) by (seed, step)."""
     if world.cfg.source == D.GENERATED:
         mix = D.MixtureBatches(world)
         return (lambda step: mix.batch(step, cfg.train.batch_size, seed),
                 mix.val_batches(cfg.eval_batch_size))
-    from methods.core.data import TokenStream, iter_texts
+    from methods.core.shards import ShardedTokenStream
 
-    texts = list(iter_texts(world.cfg.source, world.cfg.text_field, world.cfg.corpus_chars))
-    n_val = max(1, len(texts) // 100)
+    if shards_dir is None:
+        raise InputError(f"corpus {world.cfg.source!r} is read from token shards: pass --shards")
     seq = world.cfg.seq_len
-    train_s = TokenStream.from_text("\n".join(texts[n_val:]), tokenizer, seq)
-    val_s = TokenStream.from_text("\n".join(texts[:n_val]), tokenizer, seq)
+    train_s = ShardedTokenStream(Path(shards_dir) / "train", seq)
+    val_s = ShardedTokenStream(Path(shards_dir) / "val", seq)
     return (lambda step: train_s.batch(step, cfg.train.batch_size, seed),
             val_s.sequential_batches(cfg.eval_batch_size, world.cfg.n_val_rows // cfg.eval_batch_size + 1))
 
 
 def train_lm(cfg: LMConfig, arch: ArchConfig, arch_name: str, seed: int, data_dir: str | Path,
-             out_dir: str | Path, ckpt: str | Path | None = None) -> dict:
+             out_dir: str | Path, ckpt: str | Path | None = None, shards_dir: str | Path | None = None) -> dict:
     from methods.core.tokenizer import load_tokenizer
 
     data_dir = Path(data_dir)
@@ -150,7 +153,7 @@ def train_lm(cfg: LMConfig, arch: ArchConfig, arch_name: str, seed: int, data_di
     tok = load_tokenizer(data_dir / "tokenizer")
     mcfg = dag_moe_config(cfg.model, arch, cfg.moe, len(tok), tok.pad_token_id, tok.eos_token_id)
     model = build(mcfg, seed)
-    batch_fn, val = _lm_batches(world, data_dir, cfg, tok, seed)
+    batch_fn, val = _lm_batches(world, shards_dir, cfg, seed)
     generated = world.cfg.source == D.GENERATED
     tcfg = TrainConfig(**{**asdict(cfg.train), "seed": seed})
     t0 = time.perf_counter()
@@ -163,8 +166,12 @@ def train_lm(cfg: LMConfig, arch: ArchConfig, arch_name: str, seed: int, data_di
                "train_step_ms": 1000 * wall / tcfg.steps,  # includes eval and batch generation
                "val_curve": [[r["step"], r["val_loss"]] for r in rows if "val_loss" in r],
                "train_loss_final": next(r["loss"] for r in reversed(rows) if "loss" in r)}
-    save_model(model, tok, out_dir, extra_files={
-        "train_log.jsonl": "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)})
+    # under torchrun every rank trained and evaluated alike; rank 0 alone writes, the others wait
+    weights = distributed.weights_to_save(model)  # FSDP: gathers the shards (every rank)
+    if distributed.is_main():
+        save_model(model, tok, out_dir, state_dict=weights, extra_files={
+            "train_log.jsonl": "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)})
+    distributed.barrier()
     return metrics
 
 

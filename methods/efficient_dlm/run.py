@@ -128,7 +128,7 @@ def train_ar(cfg: ArConfig, data: str, out: str):
     from methods.core.train import train
 
     if cfg.hub_id is not None:     # paper scale: the pretrained AR base, saved as is
-        model, tok = load_model(cfg.hub_id)
+        model, tok = load_model(cfg.hub_id, dtype="auto")  # copied in its own dtype
         save_model(model, tok, out)
         return {"hub_id": cfg.hub_id}
     tok = load_tokenizer(Path(data) / "tokenizer")
@@ -148,6 +148,23 @@ class ConvertConfig:
     eps: float = 1e-3
     clean_intra: str = "causal"
     seed: int = 0
+
+
+def diffusion_mask_id(tok, model=None) -> int:
+    """The id the diffusion noise writes and the decoder fills in (card §3: a [MASK] token).
+    A tokenizer's own mask token if it has one. Else its unk: our tiny char tokenizer has
+    <unk> and no mask, and <unk> never occurs in its data (the vocabulary is the corpus
+    alphabet), so it is a free id — the tiny-scale conversions were trained with it and keep
+    their numbers. Else (Qwen: no unk, no mask) `convert` adds <|mask|> and grows the model's
+    embeddings by one mean-initialised row; decoding a converted model finds it again in the
+    tokenizer saved beside it."""
+    from methods.core.tokenizer import ensure_mask_token, require_tokens
+
+    if tok.mask_token_id is None and tok.unk_token_id is not None:
+        return tok.unk_token_id
+    if model is None:
+        return require_tokens(tok, ["mask"], "efficient_dlm decoding of a converted model")["mask"]
+    return ensure_mask_token(tok, model)
 
 
 def variant_spec(name: str, cfg: ConvertConfig) -> dict:
@@ -173,9 +190,9 @@ def convert(cfg: ConvertConfig, variant: str, ar: str, data: str, out: str):
     spec = variant_spec(variant, cfg)
     if cfg.seq_len % cfg.block:
         raise InputError(f"config key 'seq_len' ({cfg.seq_len}) must be a multiple of 'block' ({cfg.block})")
-    model, tok = load_model(ar)
+    model, tok = load_model(ar, training=True)
     stream = _stream(data, tok, cfg.seq_len)
-    mask_id = tok.unk_token_id
+    mask_id = diffusion_mask_id(tok, model)     # may add <|mask|> (saved with the tokenizer below)
 
     def loss_fn(m, batch):
         g = torch.Generator().manual_seed(cfg.seed * 7919 + int(batch["step"]))
@@ -211,7 +228,9 @@ def _load_eval(data, n):
 def _score(tok, gen, rows, nfe, decoded):
     import numpy as np
 
-    nl = tok.convert_tokens_to_ids("\n")
+    from methods.core.tokenizer import token_id
+
+    nl = token_id(tok, "\n")
     correct, ntok = [], []
     for r, g in zip(rows, gen.tolist()):
         cut = g.index(nl) if nl in g else len(g)
@@ -233,22 +252,28 @@ def decode_all(model, tok, rows, how, cfg: EvalConfig, threshold=None, spec=None
 
     from .dlm import decode_ar, decode_dlm
 
-    stop = [tok.convert_tokens_to_ids("\n"), tok.eos_token_id]
+    from methods.core.tokenizer import ensure_pad, token_id
+
+    # the stand-alone "\n" token ("Ċ" in byte-level BPE, where convert_tokens_to_ids("\n") is
+    # None); a "\n" merged into a bigger token does not stop the id-based decoders
+    stop = [token_id(tok, "\n"), tok.eos_token_id]
+    pad = ensure_pad(tok)
+    mask_id = diffusion_mask_id(tok) if how != "ar" else None
     gens, nfes, decs, wall = [], [], [], 0.0
     for i in range(0, len(rows), cfg.batch_size):
         chunk = rows[i:i + cfg.batch_size]
         prompts = [tok(r["prompt"], add_special_tokens=False)["input_ids"] for r in chunk]
         t0 = time.perf_counter()
         if how == "ar":
-            g, n = decode_ar(model, prompts, max_new=cfg.max_new, pad_id=tok.pad_token_id, stop_ids=stop)
+            g, n = decode_ar(model, prompts, max_new=cfg.max_new, pad_id=pad, stop_ids=stop)
             d = n.clone()                                  # one token per forward
         else:
             g, n = decode_dlm(model, prompts, block=cfg.block, threshold=threshold, max_new=cfg.max_new,
-                              mask_id=tok.unk_token_id, pad_id=tok.pad_token_id, stop_ids=stop,
+                              mask_id=mask_id, pad_id=pad, stop_ids=stop,
                               mode="full" if spec["pattern"] == "full" else "cache", shift=spec["shift"])
-            d = (g != tok.unk_token_id).sum(1)             # every position the decoder committed
+            d = (g != mask_id).sum(1)                      # every position the decoder committed
         wall += time.perf_counter() - t0
-        g = torch.nn.functional.pad(g, (0, cfg.max_new - g.shape[1]), value=tok.pad_token_id)
+        g = torch.nn.functional.pad(g, (0, cfg.max_new - g.shape[1]), value=pad)
         gens.append(g)
         nfes.append(n)
         decs.append(d)

@@ -62,7 +62,8 @@ def _quantize(a):
 
     cli.set_threads(a.threads)
     cfg = from_json(QuantConfig, a.config, "quant")
-    model, tok = load_model(a.base)
+    # fp32 weights for calibration and the learnable clipping (the runtime's training dtype)
+    model, tok = load_model(a.base, training=True)
     t0 = time.perf_counter()
     qmodel, records, log = quantize_model(model, _load_calib(a.calib), a.method, cfg)
     info = {"method": a.method, "final_block": None, "blocks": log, "wall_s": time.perf_counter() - t0,

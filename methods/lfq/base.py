@@ -35,7 +35,7 @@ def train_base(cfg: BaseConfig, data_dir: str | Path, out_dir: str | Path) -> di
     from methods.core.tokenizer import load_tokenizer
 
     if cfg.hub_id:
-        model, tok = load_model(cfg.hub_id)
+        model, tok = load_model(cfg.hub_id, dtype="auto")  # copied in its own dtype
         save_model(model, tok, out_dir)
         return {"hub_id": cfg.hub_id}
     data_dir = Path(data_dir)

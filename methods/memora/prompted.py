@@ -58,11 +58,15 @@ class PromptedMemoraLLM(MemoraLLM):
     def __init__(self, llm, max_new_tokens: int = 512, seed: int = 42):
         self.llm, self.max_new_tokens, self.seed = llm, max_new_tokens, seed
         self._policy_cache: dict = {}
+        self.n_calls = self.n_unparsed = 0   # replies with no JSON object count as "nothing" (reported)
 
     def _ask(self, prompt: str) -> dict:
         reply = self.llm.chat([[{"role": "user", "content": prompt}]], max_new_tokens=self.max_new_tokens,
                               temperature=0.0, seed=self.seed)[0][0]
-        return parse_json(reply)
+        out = parse_json(reply)
+        self.n_calls += 1
+        self.n_unparsed += not out
+        return out
 
     def extract(self, text, speaker, date, source):
         out = []

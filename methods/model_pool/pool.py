@@ -246,34 +246,41 @@ def complete(model, tok, prompts: list[str], max_new: int, temperature: float | 
              stops: tuple[str, ...] = (tasks.END,), num_return_sequences: int = 1,
              chunk: int = 512, return_logits: bool = False):
     """Token ids of the completions of `prompts` (left-padded batched HF generate with the KV
-    cache), each cut after its first stop token: greedy when `temperature` is None, else plain
+    cache), each cut after the token with which its decoded text first contains a stop string
+    (text, not ids: see core.tokenizer.stop_criteria): greedy when `temperature` is None, else plain
     sampling at that temperature (no top-k/top-p). With num_return_sequences = n, the n samples
     of prompt i are rows i·n … i·n+n−1. Seed torch's RNG before sampling. With return_logits,
     (ids, logits): logits[i] is the float tensor [len(ids[i]), vocab] of the raw next-token
     logits at each generated position."""
     import torch
 
-    stop_ids = [tok.convert_tokens_to_ids(s) for s in stops]
+    from methods.core.tokenizer import ensure_pad, stop_criteria, stop_index
+
+    pad = ensure_pad(tok)               # Llama-3 has no pad token (padding is masked anyway)
     sample = temperature is not None
     out, out_logits = [], []
     for i in range(0, len(prompts), chunk):
         ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts[i:i + chunk]]
         w = max(map(len, ids))
-        x = torch.full((len(ids), w), tok.pad_token_id, dtype=torch.long)
+        x = torch.full((len(ids), w), pad, dtype=torch.long)
         m = torch.zeros_like(x)
         for j, t in enumerate(ids):
             x[j, w - len(t):] = torch.tensor(t)
             m[j, w - len(t):] = 1
         with torch.no_grad():
+            # the stops alone end a completion, as stop ids did before (a byte-level BPE has no
+            # token "\n" and merges it into others); eos_token_id=[] keeps the model's own eos
+            # from doing so too
             y = model.generate(input_ids=x, attention_mask=m, do_sample=sample, temperature=temperature,
                                top_k=0 if sample else None, top_p=None, max_new_tokens=max_new,
-                               num_return_sequences=num_return_sequences, eos_token_id=stop_ids,
-                               pad_token_id=tok.pad_token_id, output_logits=return_logits,
+                               num_return_sequences=num_return_sequences, eos_token_id=[],
+                               stopping_criteria=stop_criteria(tok, stops, w),
+                               pad_token_id=pad, output_logits=return_logits,
                                return_dict_in_generate=return_logits)
         if return_logits:
             y, lg = y.sequences, torch.stack(y.logits, 1).float()
         for k, row in enumerate(y[:, w:].tolist()):
-            n = next((j + 1 for j, t in enumerate(row) if t in stop_ids), len(row))
+            n = stop_index(tok, row, stops)
             out.append(row[:n])
             if return_logits:
                 out_logits.append(lg[k, :n])

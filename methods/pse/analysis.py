@@ -40,7 +40,7 @@ def analyse(scen: dict, labels: dict, pipe: list, defs: dict, planted: dict | No
     tables: dict = {"rates": [], "persistence": [], "compounding": [], "defence": []}
     m: dict = {"notes": {}}
     # ---- factorial cells at the first probe (t = 1), per agent
-    n0_max, susc = 0.0, {}
+    n0_max, n1_max, susc = 0.0, 0.0, {}
     in_ci = []
     for agent, lab in labels.items():
         cells: dict = {}
@@ -58,18 +58,25 @@ def analyse(scen: dict, labels: dict, pipe: list, defs: dict, planted: dict | No
                 in_ci.append(r["lo"] - 1e-12 <= row["planted"] <= r["hi"] + 1e-12)
             if N == 0:
                 n0_max = max(n0_max, ever)
+            else:
+                n1_max = max(n1_max, ever)
             tables["rates"].append(row)
         bound = [y[0] for (c, N, T, P), ys in cells.items() if N for y in ys]
         susc[agent] = float(np.mean(bound)) if bound else float("nan")
     m["cells_within_ci_frac"] = float(np.mean(in_ci)) if in_ci else None
     m["n_cells_checked"] = len(in_ci)
-    m["n0_max_rate"] = n0_max
+    # "no contamination without name binding" says nothing when no agent was contaminated with it
+    # either (e.g. an agent that never follows the note): then the check is vacuous, not passed
+    m["n0_max_rate"] = n0_max if n1_max > 0 else None
+    if n1_max == 0 and labels:
+        m["notes"]["n0_max_rate"] = (f"vacuous: no trial with name binding (N = 1) was contaminated "
+                                     f"either (N = 0 max {n0_max})")
     m["susceptibility"] = susc
     m["susceptibility_min"] = min(susc.values()) if susc else None
     m["susceptibility_max"] = max(susc.values()) if susc else None
     # ---- persistence (primary agent, N = T = 1, P = 0)
     lab = labels.get(primary, {})
-    slopes_ok, h_err = [], None
+    slopes_ok, h_err, flat = [], None, []
     for c in TYPES:
         ys = np.array([y for i, y in lab.items() if scen[i]["kind"] == "persistence" and scen[i]["type"] == c])
         if ys.size == 0:
@@ -89,8 +96,13 @@ def analyse(scen: dict, labels: dict, pipe: list, defs: dict, planted: dict | No
             b, lo, hi = slope_ci(ys, conf)
             m[f"slope_{c}"] = [b, lo, hi]
             slopes_ok.append(lo - 1e-12 <= 0.0 <= hi + 1e-12)
+            if ys[:, 0].sum() == 0:  # nothing contaminated at t = 1: "no decay" would be vacuous
+                flat.append(c)
     m["factual_h_abs_err"] = h_err
-    m["nonfactual_no_decay"] = bool(slopes_ok) and all(slopes_ok)
+    m["nonfactual_no_decay"] = bool(slopes_ok) and all(slopes_ok) if not flat else None
+    if flat:
+        m["notes"]["nonfactual_no_decay"] = (f"vacuous: no persistence trial of type(s) {flat} was "
+                                             "contaminated at the first probe, so there is nothing to decay")
     # ---- compounding
     if pipe:
         ys = np.array(list(pipe.values()))

@@ -56,6 +56,7 @@ class ScenarioConfig:
     control_seeds: int   # clean controls per variant (mention / no mention)
     horizon: int         # probe turns (card: 10)
     seed: int
+    max_new_tokens: int = 200  # length limit of every agent turn (ours; the card gives none)
 
 
 def _entity(rng: random.Random, ctype: str, N: int, T: int) -> dict:
@@ -84,7 +85,7 @@ def build(cfg: ScenarioConfig) -> list[dict]:
         out.append({"id": f"{kind}-{len(out)}", "kind": kind, "type": ctype, "N": N, "T": T, "P": P,
                     "boundary": boundary, "seed": cfg.seed * 100_003 + len(out), **e,
                     "fillers": [FILLERS[(s + t) % len(FILLERS)] for t in range(cfg.horizon)],
-                    "horizon": cfg.horizon, **extra})
+                    "horizon": cfg.horizon, "max_new_tokens": cfg.max_new_tokens, **extra})
 
     for ctype in TYPES:
         for N in (0, 1):

@@ -42,7 +42,7 @@ def random_rotation(d: int, generator: torch.Generator, n: int | None = None) ->
 
 @dataclass
 class KeyCodes:
-    """Encoded keys: `codes` int32 [..., N, D/32], `kfac` fp32 [..., N, 3] (see kernels.rabitq),
+    """Encoded keys: `codes` int32 [..., N, ⌈D/32⌉], `kfac` fp32 [..., N, 3] (see kernels.rabitq),
     and ⟨ō, o⟩ and n = ‖k − c_k‖ [..., N] kept for the error bound and statistics."""
     codes: torch.Tensor
     kfac: torch.Tensor
@@ -108,7 +108,7 @@ def prepare_query(q: torch.Tensor, rot: torch.Tensor, c_q: torch.Tensor, c_k: to
 def estimate_fp(qs: QueryState, kc: KeyCodes) -> torch.Tensor:
     """Estimated q·k with the float query q': [..., N] (no query quantization)."""
     d = qs.qr.shape[-1]
-    b = K.unpack_bits_ref(kc.codes).float()                                  # [..., N, D]
+    b = K.unpack_bits_ref(kc.codes)[..., :d].float()                         # [..., N, D]
     bq = (b @ qs.qr.unsqueeze(-1)).squeeze(-1)                               # ⟨b, q'⟩
     ip = (2 * bq - qs.qr.sum(-1, keepdim=True)) / math.sqrt(d)              # ⟨x̄, q'⟩
     return kc.kfac[..., 0] * ip + kc.kfac[..., 2] + qs.qfac[..., 3:4]
@@ -117,7 +117,7 @@ def estimate_fp(qs: QueryState, kc: KeyCodes) -> torch.Tensor:
 def estimate_int4(qs: QueryState, kc: KeyCodes) -> torch.Tensor:
     """Estimated q·k with the INT4 query, through the binary × INT4 kernel: [..., N]."""
     n, w = kc.codes.shape[-2:]
-    d = 32 * w
+    d = qs.qu.shape[-1]                    # the true D (codes hold ⌈D/32⌉ zero-padded words)
     lead = torch.broadcast_shapes(kc.codes.shape[:-2], qs.qu.shape[:-1])   # as estimate_fp broadcasts
     est = K.rabitq_scores(kc.codes.expand(*lead, n, w).reshape(-1, n, w), qs.qu.expand(*lead, d).reshape(-1, d),
                           kc.kfac.expand(*lead, n, 3).reshape(-1, n, 3), qs.qfac.expand(*lead, 4).reshape(-1, 4), 1.0)

@@ -59,7 +59,9 @@ def _prompts(data: str | Path, tokenizer, n: int, batch_size: int):
     recs = read_jsonl(Path(data) / "eval.jsonl")[:n]
     if not recs:
         raise InputError(f"no evaluation prompts in {data}")
-    enc = [(tokenizer(r["prompt"], add_special_tokens=False)["input_ids"],
+    # the prompt with the tokenizer's own specials (Llama-3: <|begin_of_text|>, as the model is
+    # always run; the word-level tiny tokenizer adds none), the answer without
+    enc = [(tokenizer(r["prompt"])["input_ids"],
             tokenizer(r["answer"], add_special_tokens=False)["input_ids"]) for r in recs]
     batches, i = [], 0
     while i < len(enc):  # consecutive prompts of equal token length share a batch (no padding)
@@ -96,7 +98,10 @@ def decode(model, ctl: SparseAttention, cache, inputs, n_gen: int):
 
 def capture(cfg: CaptureConfig, model_dir, data_dir, method: SparseConfig) -> dict:
     """Per layer: q [P, S, H, D], K/V [P, H, L, D] (post-RoPE, GQA-repeated), dense decode
-    probabilities [P, S, H, L] (zero beyond each step's length), and the prefill centroids."""
+    probabilities [P, S, H, L] (zero beyond each step's length), the prefill centroids, and
+    `length` [P], each prompt's number of keys. Prompts of different token lengths (a hub
+    tokenizer on the word-level passkey texts) run in separate batches; K, V and the
+    probabilities are zero-padded to the longest along L, and `length` marks the valid keys."""
     from methods.core.models import load_model
 
     model, tok = load_model(model_dir)
@@ -107,13 +112,22 @@ def capture(cfg: CaptureConfig, model_dir, data_dir, method: SparseConfig) -> di
         ctl.captured = {}
         decode(model, ctl, prefill(model, ids), ids[:, -1:], cfg.n_steps)
         for layer, c in ctl.captured.items():
-            d = per_layer.setdefault(layer, {"q": [], "k": [], "v": [], "probs": [], "c_q": [], "c_k": []})
+            d = per_layer.setdefault(layer, {"q": [], "k": [], "v": [], "probs": [], "c_q": [], "c_k": [],
+                                             "length": []})
             lk = c["k"].shape[2]
             d["q"].append(torch.stack(c["q"], 1))
             d["probs"].append(torch.stack([torch.nn.functional.pad(p, (0, lk - p.shape[-1])) for p in c["probs"]], 1))
+            d["length"].append(torch.full((c["k"].shape[0],), lk, dtype=torch.int64))
             for key in ("k", "v", "c_q", "c_k"):
                 d[key].append(c[key])
-    return {layer: {k: torch.cat(v) for k, v in d.items()} for layer, d in per_layer.items()}
+    out = {}
+    for layer, d in per_layer.items():
+        lmax = max(k.shape[2] for k in d["k"])
+        for key in ("k", "v"):     # [B, H, L, D]: pad L
+            d[key] = [torch.nn.functional.pad(t, (0, 0, 0, lmax - t.shape[2])) for t in d[key]]
+        d["probs"] = [torch.nn.functional.pad(t, (0, lmax - t.shape[-1])) for t in d["probs"]]
+        out[layer] = {k: torch.cat(v) for k, v in d.items()}
+    return out
 
 
 def save_capture(cap: dict, path) -> None:
@@ -228,10 +242,12 @@ def lm_eval_sparse(cfg: LmEvalConfig, model_dir) -> dict:
     from methods.core.evaluate import run_lm_eval
     from methods.core.models import load_model
 
-    model, tok = load_model(model_dir, dtype=torch.bfloat16 if torch.cuda.is_available() else None)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model.to(device)
+    # device and dtype (bf16 on a GPU) come from the runtime spec, as for every model load
+    model, tok = load_model(model_dir)
     ctl = SparseAttention(model, cfg.method, record=True)
-    res = run_lm_eval(model, tok, cfg.tasks, cfg.include_path, batch_size=cfg.batch_size, device=device,
-                      limit=cfg.limit, metadata=cfg.metadata)
+    # RULER generates its prompts at load time, sized in tokens by the tokenizer its metadata
+    # names (`tokenizer`/`pretrained`); a model passed in memory names none, so give the model's
+    metadata = {"tokenizer": str(Path(model_dir).resolve()), **(cfg.metadata or {})}
+    res = run_lm_eval(model, tok, cfg.tasks, cfg.include_path, batch_size=cfg.batch_size,
+                      limit=cfg.limit, metadata=metadata)
     return {**res, "sparse_steps": aggregate(ctl.records)}

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from methods.core.results import InputError
+
 from . import rabitq as R
 
 
@@ -44,17 +46,26 @@ def mean_ip_ob_uniform(d: int) -> float:
 
 def sample_pairs(cap: dict, cfg: StatsConfig, g: torch.Generator):
     """(q [M, D], k [M, D], c_q [M, D], c_k [M, D], group [M]) from the captured tensors:
-    `pairs_per_head` random (prompt, step, middle key) triples per (layer, head)."""
+    `pairs_per_head` random (prompt, step, middle key) triples per (layer, head). With prompts
+    of different lengths (capture's `length` [P], K zero-padded to the longest) a key index that
+    falls in its prompt's padding is drawn again, so it is uniform over that prompt's middle
+    [interval, length); with equal lengths nothing is redrawn."""
     qs, ks, cqs, cks, groups = [], [], [], [], []
     for gi, layer in enumerate(sorted(l for l in cap if l >= cfg.min_layer)):
         q, k = cap[layer]["q"], cap[layer]["k"]            # [P, S, H, D], [P, H, L, D]
         p_, s_, h_, _ = q.shape
         lk = k.shape[2]
+        lens = cap[layer].get("length")
+        if lens is not None and int(lens.min()) <= cfg.interval:
+            raise InputError(f"layer {layer}: a captured prompt has {int(lens.min())} keys, none past the "
+                             f"never-encoded prefix of {cfg.interval}")
         for h in range(h_):
             m = cfg.pairs_per_head
             pi = torch.randint(0, p_, (m,), generator=g)
             si = torch.randint(0, s_, (m,), generator=g)
             ki = torch.randint(cfg.interval, lk, (m,), generator=g)
+            while lens is not None and (pad := ki >= lens[pi]).any():   # rejection: uniform per prompt
+                ki[pad] = torch.randint(cfg.interval, lk, (int(pad.sum()),), generator=g)
             qs.append(q[pi, si, h])
             ks.append(k[pi, h, ki])
             cqs.append(cap[layer]["c_q"][pi, h])

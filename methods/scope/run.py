@@ -252,7 +252,7 @@ def train_grpo(cfg: PredictorConfig, outcomes: str, sft_dir: str, out: str | Pat
     oc = read_json(outcomes)
     seen = [m for m in oc["order"] if m != oc["unseen"]]
     ex = examples(oc, "train", cfg.k_prompt, seen)
-    policy, tok = load_model(sft_dir)
+    policy, tok = load_model(sft_dir, training=True)
     ref, _ = load_model(sft_dir)
     ref.eval()
     for p in ref.parameters():

@@ -29,7 +29,7 @@ def _train(a):
 
     cli.set_threads(a.threads)
     cfg = from_json(RunConfig, a.config, "run")
-    s = train_run(cfg, a.scheme, a.lr, a.seed, a.data, a.out, a.checkpoint)
+    s = train_run(cfg, a.scheme, a.lr, a.seed, a.data, a.shards, a.out, a.checkpoint)
     print(f"train: val_loss {s['val_loss']:.4f} diverged {s['diverged']} "
           f"grad ratio {s['grad_ratio_first_last']:.3g}", file=sys.stderr)
 
@@ -95,20 +95,20 @@ def build_parser():
     s = step("data", _data, "generate the arithmetic + PCFG corpus, held-out prompts and tokenizer")
     s.add_argument("--out", required=True)
     s = step("train", _train, "train one (scheme, lr, seed) run")
-    for k in ("data", "out", "checkpoint"):
+    for k in ("data", "shards", "out", "checkpoint"):
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--scheme", required=True)
     s.add_argument("--lr", type=float, required=True)
     s.add_argument("--seed", type=int, required=True)
-    s.add_argument("--threads", type=int, default=1)
+    cli.add_threads(s)
     s = step("steptime", _steptime, "time one training step of every scheme, interleaved")
     s.add_argument("--out", required=True)
-    s.add_argument("--threads", type=int, default=1)
+    cli.add_threads(s)
     s = step("evaluate", _evaluate, "lm-eval every run (arithmetic exact match)")
     s.add_argument("--runs", nargs="+", required=True)
     s.add_argument("--data", required=True)
     s.add_argument("--out", required=True)
-    s.add_argument("--threads", type=int, default=1)
+    cli.add_threads(s)
     s = step("aggregate", _aggregate, "table, claim metrics and the figure")
     s.add_argument("--runs", nargs="+", required=True)
     for k in ("eval", "steptime", "table", "summary", "figure"):

@@ -15,8 +15,6 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from methods.core.data import iter_texts, pcfg_sentence
 from methods.core.results import InputError, atomic_path, write_jsonl
 
@@ -94,8 +92,12 @@ def held_out_problems(rng: random.Random, cfg: DataConfig) -> list[tuple[int, st
 
 
 def build(cfg: DataConfig, out_dir: str | Path) -> dict:
-    """Write train.txt, val.txt, their token ids ({train,val}_ids.npy), arith_eval.jsonl and
-    tokenizer/ into `out_dir` (atomically)."""
+    """Write train.txt, val.txt, arith_eval.jsonl and tokenizer/ into `out_dir` (atomically).
+    The text is tokenized once by the shards step (`python -m methods.core shards`), which
+    the runs read; at paper scale the corpus is streamed to the files, never held whole."""
+    import itertools
+
+    from methods.core.data import stream_texts, write_joined_split
     from methods.core.tokenizer import load_tokenizer, train_tokenizer
 
     rng = random.Random(cfg.seed)
@@ -107,20 +109,23 @@ def build(cfg: DataConfig, out_dir: str | Path) -> dict:
             val = corpus(rng, cfg.val_chars, cfg, exclude)
             write_jsonl(tmp / "arith_eval.jsonl",
                         [{"prompt": prompt(*p), "answer": str(solve(*p)), "op": p[1]} for p in evals])
+            (tmp / "train.txt").write_text(train)
+            (tmp / "val.txt").write_text(val)
+            n_train, n_val = len(train), len(val)
         else:
-            texts = list(iter_texts(cfg.source, cfg.text_field, cfg.train_chars + cfg.val_chars))
-            if not texts:
+            # the texts joined by newlines; the first train_chars characters train, the rest
+            # (val_chars, plus the last text's overshoot) validate
+            n_train, n_val = write_joined_split(
+                iter_texts(cfg.source, cfg.text_field, cfg.train_chars + cfg.val_chars),
+                [(tmp / "train.txt", cfg.train_chars), (tmp / "val.txt", None)])
+            if not n_train:
                 raise InputError(f"corpus {cfg.source!r} is empty")
-            joined = "\n".join(texts)
-            train, val = joined[: cfg.train_chars], joined[cfg.train_chars:]
-            if not val:
+            if not n_val:
                 raise InputError(f"corpus {cfg.source!r} has fewer than train_chars={cfg.train_chars} characters")
-        (tmp / "train.txt").write_text(train)
-        (tmp / "val.txt").write_text(val)
-        tok = train_tokenizer([train, val], "char") if cfg.tokenizer == "char" else load_tokenizer(cfg.tokenizer)
+        if cfg.tokenizer == "char":  # the alphabet of both files, read line by line
+            tok = train_tokenizer(itertools.chain(stream_texts(tmp / "train.txt"), stream_texts(tmp / "val.txt")), "char")
+        else:
+            tok = load_tokenizer(cfg.tokenizer)
         tok.save_pretrained(tmp / "tokenizer")
-        # tokenised once here rather than in each of the sweep's runs
-        for name, text in (("train", train), ("val", val)):
-            np.save(tmp / f"{name}_ids.npy", np.asarray(tok(text, add_special_tokens=False)["input_ids"], dtype=np.int32))
-        sizes = {"train_chars": len(train), "val_chars": len(val), "vocab": len(tok)}
+        sizes = {"train_chars": n_train, "val_chars": n_val, "vocab": len(tok)}
     return sizes

@@ -13,11 +13,10 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-
-from methods.core.data import TokenStream
+from methods.core import distributed
 from methods.core.models import ModelConfig, save_model
 from methods.core.results import InputError, provenance
+from methods.core.shards import ShardedTokenStream
 from methods.core.tokenizer import load_tokenizer
 from methods.core.train import TrainConfig, evaluate_loss, train
 
@@ -46,7 +45,9 @@ def layer_grad_norms(model) -> list[float]:
 
     out = []
     for layer in model.model.layers:
-        sq = sum(float(p.grad.double().pow(2).sum()) for p in layer.parameters() if p.grad is not None)
+        # full: under FSDP a gradient is this rank's shard (its sum of squares is not the layer's)
+        sq = sum(float(distributed.full(p.grad).double().pow(2).sum())
+                 for p in layer.parameters() if p.grad is not None)
         out.append(math.sqrt(sq))
     if not out:
         raise InputError("model has no layers")
@@ -57,19 +58,15 @@ def is_diverged(initial: float, final: float, ratio: float) -> bool:
     return not math.isfinite(final) or final > ratio * initial
 
 
-def train_run(cfg: RunConfig, scheme: str, lr: float, seed: int, data_dir: str | Path,
+def train_run(cfg: RunConfig, scheme: str, lr: float, seed: int, data_dir: str | Path, shards_dir: str | Path,
               out_dir: str | Path, ckpt_path: str | Path) -> dict:
-    data_dir = Path(data_dir)
-    for f in ("train_ids.npy", "val_ids.npy", "tokenizer"):
-        if not (data_dir / f).exists():
-            raise InputError(f"missing input: {data_dir / f}")
+    """`data_dir` holds the tokenizer; `shards_dir` the corpus tokenized once (train/, val/)."""
+    data_dir, shards_dir = Path(data_dir), Path(shards_dir)
+    if not (data_dir / "tokenizer").exists():
+        raise InputError(f"missing input: {data_dir / 'tokenizer'}")
     tok = load_tokenizer(data_dir / "tokenizer")
-    try:
-        train_ids, val_ids = (np.load(data_dir / f"{n}_ids.npy", allow_pickle=False) for n in ("train", "val"))
-    except ValueError as e:
-        raise InputError(f"corrupt token file in {data_dir}: {e}") from None
-    train_stream = TokenStream(train_ids, cfg.seq_len)
-    val_stream = TokenStream(val_ids, cfg.seq_len)
+    train_stream = ShardedTokenStream(shards_dir / "train", cfg.seq_len)
+    val_stream = ShardedTokenStream(shards_dir / "val", cfg.seq_len)
     val_batches = val_stream.sequential_batches(cfg.train.batch_size, cfg.eval_batches)
     tcfg = replace(cfg.train, lr=lr, seed=seed)
     model = build_siamese_model(cfg.model, tok, seed, scheme, cfg.hybrid_attn_norm)
@@ -100,8 +97,12 @@ def train_run(cfg: RunConfig, scheme: str, lr: float, seed: int, data_dir: str |
         "config": {"model": asdict(cfg.model), "train": asdict(tcfg), "seq_len": cfg.seq_len},
         "provenance": provenance(asdict(cfg), seed, wall),
     }
-    save_model(model, tok, out_dir, extra_files={
-        "train_log.jsonl": log.read_text(),
-        "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
-    log.unlink()
+    # under torchrun rank 0 alone writes (the log exists on rank 0 only); the others wait
+    weights = distributed.weights_to_save(model)  # FSDP: gathers the shards (every rank)
+    if distributed.is_main():
+        save_model(model, tok, out_dir, state_dict=weights, extra_files={
+            "train_log.jsonl": log.read_text(),
+            "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
+        log.unlink()
+    distributed.barrier()
     return summary

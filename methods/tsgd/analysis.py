@@ -24,6 +24,8 @@ def claim_metrics(base: dict, runs: dict[str, dict], traces: dict[str, list[dict
         r["capacity"] is None or (r["max_size"] <= r["capacity"]
                                   and all(int(t["lib_size"]) <= r["capacity"] for t in traces[v]))
         for v, r in runs.items()))
+    if all(r["max_size"] == 0 for r in runs.values() if r["capacity"] is not None):
+        m["c2_budget_respected"] = None  # no rule was ever accepted: the budget was never tested
     m["c2_final_size"] = len(full["library"]["rules"])
     m["c2_final_size_in_range"] = bool(n_types <= m["c2_final_size"] <= full["capacity"])
     # (3) verification
@@ -59,6 +61,8 @@ def _notes(m: dict, simulated: bool) -> dict:
     n["c4_rag_nonincreasing_after_200"] += ("; static RAG stores the solver's own unverified answers, "
                                             "wrong same-type examples mislead the simulated solver")
     n["c2_budget_respected"] = "bookkeeping of the optimiser; independent of the simulator"
+    if m["c2_budget_respected"] is None:
+        n["c2_budget_respected"] += "; vacuous here: no budgeted variant ever accepted an op (empty libraries)"
     return n
 
 

@@ -68,26 +68,56 @@ def build_data(cfg_json: str, out: str) -> dict:
     return {k: len(v) for k, v in data.items()}
 
 
-def _hub_data(d: DataConfig) -> dict:  # paper scale only (needs the hub; not run on CPU)
+def _hub_data(d: DataConfig) -> dict:
+    """MATH train problems (every subject config of `train_hub`, answers = the last \\boxed{} of the
+    reference solution) shuffled into n_train + n_val; the test sets of `test_hubs` (n_test of
+    them, a seeded subset when fewer than all are asked for)."""
     import random
+    import sys
 
-    from datasets import get_dataset_config_names, load_dataset
+    import datasets
 
     from .answer import last_boxed
 
-    rows = []
-    for sub in get_dataset_config_names(d.train_hub):
-        for i, r in enumerate(load_dataset(d.train_hub, sub, split="train")):
-            rows.append({"id": f"{sub}{i}", "type": sub, "question": r["problem"],
-                         "answer": last_boxed(r["solution"]) or ""})
+    def load(hub_id, subset, split):
+        try:
+            return datasets.load_dataset(hub_id, subset, split=split)
+        except Exception as e:  # the hub client raises many types; one line is what the user needs
+            raise InputError(f"cannot load dataset {hub_id!r} config {subset!r} split {split!r}: "
+                             f"{str(e).splitlines()[0]}") from None
+
+    try:
+        subjects = datasets.get_dataset_config_names(d.train_hub)
+    except Exception as e:
+        raise InputError(f"cannot list the configs of dataset {d.train_hub!r}: {str(e).splitlines()[0]}") from None
+    rows, dropped = [], 0
+    for sub in subjects:
+        for i, r in enumerate(load(d.train_hub, sub, "train")):
+            ans = last_boxed(r["solution"])
+            if not ans:  # no \boxed{} answer to score against: not a usable training problem
+                dropped += 1
+                continue
+            rows.append({"id": f"{sub}{i}", "type": sub, "question": r["problem"], "answer": ans})
+    if len(rows) < d.n_train + d.n_val:
+        raise InputError(f"tsgd.data: {d.train_hub} has {len(rows)} train problems with a boxed answer, "
+                         f"fewer than n_train + n_val = {d.n_train + d.n_val}")
     random.Random(d.seed).shuffle(rows)
     train, val = rows[:d.n_train], rows[d.n_train:d.n_train + d.n_val]
     test = []
     for spec in d.test_hubs:
-        ds = load_dataset(spec["id"], split=spec["split"])
+        ds = load(spec["id"], None, spec["split"])
+        for key in ("question", "answer"):
+            if spec[key] not in ds.column_names:
+                raise InputError(f"tsgd.data.test_hubs {spec['name']}: {spec['id']} split {spec['split']!r} "
+                                 f"has no field {spec[key]!r} (fields: {ds.column_names})")
         for i, r in enumerate(ds):
             test.append({"id": f"{spec['name']}{i}", "type": spec["name"],
                          "question": r[spec["question"]], "answer": str(r[spec["answer"]])})
+    if d.n_test < len(test):
+        keep = sorted(random.Random(d.seed + 1).sample(range(len(test)), d.n_test))
+        test = [test[i] for i in keep]
+    print(f"hub data: {len(train)} train, {len(val)} val, {len(test)} test "
+          f"({dropped} train problems without a boxed answer dropped)", file=sys.stderr)
     return {"train": train, "val": val, "test": test}
 
 

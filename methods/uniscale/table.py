@@ -43,27 +43,46 @@ class Gen:
 
     def __init__(self, model, tok, cfg: TableConfig):
         self.model, self.tok, self.cfg = model, tok, cfg
+        # the model's own end-of-text tokens (Qwen3: <|im_end|>, <|endoftext|>) end a completion too
+        eos = getattr(model.generation_config, "eos_token_id", None)
+        eos = [eos] if isinstance(eos, int) else list(eos or [])
+        self.eos = tuple(t for t in dict.fromkeys(tok.decode([i]) for i in eos) if t)
 
     def generate(self, texts, sample: bool, stop_step: bool, max_new: int):
-        """(completions, #generated tokens) for each text; stops at newline (and `;` if stop_step)."""
+        """(completions, #generated tokens) for each text; stops at newline (and `;` if stop_step) or
+        at the model's eos, which ends the answer as a newline does."""
         from methods.model_pool import pool
 
-        stops = (tasks.END, ";") if stop_step else (tasks.END,)
+        stops = ((tasks.END, ";") if stop_step else (tasks.END,)) + self.eos
         ids = pool.complete(self.model, self.tok, texts, max_new, self.cfg.temperature if sample else None,
                             stops, chunk=self.cfg.chunk)
-        return [self.tok.decode(r) for r in ids], [len(r) for r in ids]
+        # the last token may carry text past the stop (a BPE token ";s"): the completion ends at the stop
+        texts = [cut_at_stop(self.tok.decode(r), stops) for r in ids]
+        texts = [next((t[:-len(e)] + tasks.END for e in self.eos if t.endswith(e)), t) for t in texts]
+        return texts, [len(r) for r in ids]
+
+    def n_tokens(self, text: str) -> int:
+        return len(self.tok(text, add_special_tokens=False)["input_ids"])
+
+
+def cut_at_stop(text: str, stops) -> str:
+    """`text` up to and including the first occurrence of any of `stops` (all of it when none occurs)."""
+    ends = [i + len(s) for s in stops for i in [text.find(s)] if i >= 0]
+    return text[:min(ends)] if ends else text
 
 
 def verifier_scores(vmodel, vtok, texts, chunk: int = 1024) -> list[float]:
     """P(Y) / (P(Y) + P(N)) read at the end of `tasks.verifier_text(text)` (a step `;` or a final `?`)."""
     import torch
 
-    y, n = vtok.convert_tokens_to_ids("Y"), vtok.convert_tokens_to_ids("N")
+    from methods.core.tokenizer import ensure_pad, token_id
+
+    y, n, pad = token_id(vtok, "Y"), token_id(vtok, "N"), ensure_pad(vtok)
     out = []
     for i in range(0, len(texts), chunk):
         ids = [vtok(tasks.verifier_text(t), add_special_tokens=False)["input_ids"] for t in texts[i:i + chunk]]
         w = max(map(len, ids))
-        x = torch.full((len(ids), w), vtok.pad_token_id, dtype=torch.long)
+        x = torch.full((len(ids), w), pad, dtype=torch.long)
         m = torch.zeros_like(x)
         for j, s in enumerate(ids):
             x[j, :len(s)] = torch.tensor(s)
@@ -104,7 +123,7 @@ def run_member(name, model, tok, arch, varch, vmodel, vtok, queries, cfg: TableC
 
     # greedy (the verifier score is computed for the reward, not charged: no search uses it)
     outs, lens = g.generate(prompts, False, False, cfg.max_new_tokens)
-    vs = verifier_scores(vmodel, vtok, [p + o for p, o in zip(prompts, outs)])
+    vs = verifier_scores(vmodel, vtok, [p + o for p, o in zip(prompts, outs)], cfg.chunk)
     for k, q in enumerate(queries):
         c1, m1 = cost.prefill(arch, n_in[k], pw, pkv)
         c2, m2 = cost.decode(arch, [n_in[k]], [lens[k]], pw, pkv)
@@ -115,7 +134,7 @@ def run_member(name, model, tok, arch, varch, vmodel, vtok, queries, cfg: TableC
         nmax = max(cfg.bon)
         torch.manual_seed(seed)
         outs, lens = g.generate([p for p in prompts for _ in range(nmax)], True, False, cfg.max_new_tokens)
-        vs = verifier_scores(vmodel, vtok, [prompts[i // nmax] + o for i, o in enumerate(outs)])
+        vs = verifier_scores(vmodel, vtok, [prompts[i // nmax] + o for i, o in enumerate(outs)], cfg.chunk)
         for k, q in enumerate(queries):
             so, sl, sv = outs[k * nmax:(k + 1) * nmax], lens[k * nmax:(k + 1) * nmax], vs[k * nmax:(k + 1) * nmax]
             for n in cfg.bon:
@@ -142,10 +161,12 @@ def run_member(name, model, tok, arch, varch, vmodel, vtok, queries, cfg: TableC
                 break
             outs, lens = g.generate([prompts[k] + b[0] for k, b in jobs], True, True, cfg.max_new_tokens)
             cand = [b[0] + o for (k, b), o in zip(jobs, outs)]
-            vs = verifier_scores(vmodel, vtok, [prompts[k] + c for (k, _), c in zip(jobs, cand)])
+            vs = verifier_scores(vmodel, vtok, [prompts[k] + c for (k, _), c in zip(jobs, cand)], cfg.chunk)
             per = defaultdict(list)
             for (k, b), c, ln, v in zip(jobs, cand, lens, vs):
-                per[k].append((c, v, ln, len(b[0])))
+                # tokens of the partial as the model saw it (prompt + partial re-encoded each round),
+                # not characters: the two differ for a BPE tokenizer
+                per[k].append((c, v, ln, g.n_tokens(prompts[k] + b[0]) - n_in[k]))
             for k in range(len(queries)):
                 if k not in per:
                     continue
@@ -160,7 +181,7 @@ def run_member(name, model, tok, arch, varch, vmodel, vtok, queries, cfg: TableC
                 ps.sort(key=lambda t: -t[1])
                 keep = []
                 for c, v, ln, _ in ps[:cfg.beam_bs]:
-                    if c.endswith("\n") or len(c) >= cfg.max_new_tokens:
+                    if c.endswith("\n") or g.n_tokens(prompts[k] + c) - n_in[k] >= cfg.max_new_tokens:
                         done[k].append((c, v))
                     else:
                         keep.append((c, v))

@@ -72,7 +72,7 @@ def _dpo(a):
     cfg = from_json(DPOConfig, a.config, "dpo")
     d = Path(a.data)
     world, prefs = read_json(d / "world.json"), read_jsonl(d / "prefs.jsonl")
-    model, tok = load_model(a.base)
+    model, tok = load_model(a.base, training=True)
     model, _ = dpo(model, tok, world, prefs, cfg, log_path=Path(a.out + ".log.jsonl"))
     save_model(model, tok, a.out)
 

@@ -31,7 +31,7 @@ def _pretrain(a):
 
     cli.set_threads(a.threads)
     cfg = from_json(PretrainConfig, a.config, "pretrain")
-    s = pretrain(cfg, a.weight_decay, a.seed, a.data, a.tokenizer, a.out, a.checkpoint)
+    s = pretrain(cfg, a.weight_decay, a.seed, a.shards, a.tokenizer, a.out, a.checkpoint)
     print(f"pretrain: val_loss {s['val_loss']:.4f} weight_rms {s['weight_rms']:.4f}", file=sys.stderr)
 
 
@@ -71,7 +71,7 @@ def _probes(a):
     cli.set_threads(a.threads)
     cfg = from_json(ProbeConfig, a.config, "probes")
     t0 = time.perf_counter()
-    res = run_probes(cfg, a.base, a.data, a.seq_len)
+    res = run_probes(cfg, a.base, a.data, a.shards, a.seq_len)
     write_metrics(a.out, {"weight_decay": a.weight_decay, "seed": a.seed, **res}, json.loads(a.config), a.seed,
                   time.perf_counter() - t0)
 
@@ -117,16 +117,16 @@ def build_parser():
     s = step("data", _data, "generate (or load) the corpus and downstream tasks")
     s.add_argument("--out", required=True)
     s = step("pretrain", _pretrain, "pretrain one base at weight decay λ")
-    for k in ("data", "tokenizer", "out", "checkpoint"):
+    for k in ("shards", "tokenizer", "out", "checkpoint"):
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--weight-decay", type=float, required=True)
     s.add_argument("--seed", type=int, required=True)
-    s.add_argument("--threads", type=int, default=1)
+    cli.add_threads(s)
     s = step("finetune", _finetune, "SFT one base on one task over the LR grid; keep the dev-best")
     for k in ("base", "task-dir", "out", "metrics"):
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--seed", type=int, required=True)
-    s.add_argument("--threads", type=int, default=1)
+    cli.add_threads(s)
     s = step("export-tasks", _export_tasks, "write the lm-eval task YAMLs")
     s.add_argument("--data", required=True)
     s.add_argument("--tasks", nargs="+", required=True)
@@ -139,14 +139,14 @@ def build_parser():
     s.add_argument("--ft-metrics", nargs="+", required=True)
     s.add_argument("--weight-decay", type=float, required=True)
     s.add_argument("--seed", type=int, required=True)
-    s.add_argument("--threads", type=int, default=1)
+    cli.add_threads(s)
     s = step("probes", _probes, "linear separability, attention and overfitting probes")
-    for k in ("base", "data", "out"):
+    for k in ("base", "data", "shards", "out"):
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--seq-len", type=int, required=True)
     s.add_argument("--weight-decay", type=float, required=True)
     s.add_argument("--seed", type=int, required=True)
-    s.add_argument("--threads", type=int, default=1)
+    cli.add_threads(s)
     s = step("aggregate", _aggregate, "table and claim metrics over the sweep")
     for k in ("bases", "probes", "evals"):
         s.add_argument(f"--{k}", nargs="+", required=True)

@@ -49,7 +49,7 @@ def finetune(cfg: FinetuneConfig, base_dir: str | Path, task_dir: str | Path, se
     t0 = time.perf_counter()
     runs, best_state = [], None
     for lr in cfg.lrs:
-        model, tok = load_model(base_dir)
+        model, tok = load_model(base_dir, training=True)
         data = PromptAnswerBatches([(r["prompt"], r["answer"]) for r in train_rows], tok, end=ANSWER_END)
         tcfg = replace(cfg.train, lr=lr, seed=seed)
         rows = train(model, lambda s: data.batch(s, tcfg.batch_size, seed), tcfg,

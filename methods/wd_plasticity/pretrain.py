@@ -10,9 +10,10 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from methods.core.data import TokenStream
+from methods.core import distributed
 from methods.core.models import ModelConfig, build_model, save_model
 from methods.core.results import provenance
+from methods.core.shards import ShardedTokenStream
 from methods.core.tokenizer import load_tokenizer
 from methods.core.train import TrainConfig, evaluate_loss, train
 
@@ -33,17 +34,20 @@ def weight_rms(model, min_ndim: int = 2) -> float:
     with torch.no_grad():
         for p in model.parameters():
             if p.ndim >= min_ndim:
-                sq += float(p.double().pow(2).sum())
+                # full: under FSDP a parameter is this rank's shard (a sum of it is not the sum)
+                sq += float(distributed.full(p).double().pow(2).sum())
                 n += p.numel()
     return (sq / max(1, n)) ** 0.5
 
 
-def pretrain(cfg: PretrainConfig, weight_decay: float, seed: int, data_dir: str | Path,
+def pretrain(cfg: PretrainConfig, weight_decay: float, seed: int, shards_dir: str | Path,
              tokenizer_dir: str | Path, out_dir: str | Path, ckpt_path: str | Path) -> dict:
-    data_dir = Path(data_dir)
+    """`shards_dir` holds train/ and val/: pretrain.txt and val.txt tokenized once by the
+    shards step (`python -m methods.core shards`), read from disk by (seed, step)."""
+    shards_dir = Path(shards_dir)
     tok = load_tokenizer(tokenizer_dir)
-    train_stream = TokenStream.from_text((data_dir / "pretrain.txt").read_text(), tok, cfg.seq_len)
-    val_stream = TokenStream.from_text((data_dir / "val.txt").read_text(), tok, cfg.seq_len)
+    train_stream = ShardedTokenStream(shards_dir / "train", cfg.seq_len)
+    val_stream = ShardedTokenStream(shards_dir / "val", cfg.seq_len)
     val_batches = val_stream.sequential_batches(cfg.train.batch_size, cfg.eval_batches)
     tcfg = replace(cfg.train, weight_decay=weight_decay, seed=seed)
     model = build_model(cfg.model, tok, seed)
@@ -64,8 +68,13 @@ def pretrain(cfg: PretrainConfig, weight_decay: float, seed: int, data_dir: str 
                "val_loss": final["val_loss"], "weight_rms": final["weight_rms"],
                "config": {"model": asdict(cfg.model), "train": asdict(tcfg), "seq_len": cfg.seq_len},
                "provenance": provenance(asdict(cfg), seed, wall)}
-    save_model(model, tok, out_dir, extra_files={
-        "train_log.jsonl": log.read_text(),
-        "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
-    log.unlink()
+    # under torchrun every rank trained; rank 0 alone writes (the log exists on rank 0 only),
+    # the others wait so that no rank exits while the model is being written
+    weights = distributed.weights_to_save(model)  # FSDP: gathers the shards (every rank)
+    if distributed.is_main():
+        save_model(model, tok, out_dir, state_dict=weights, extra_files={
+            "train_log.jsonl": log.read_text(),
+            "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
+        log.unlink()
+    distributed.barrier()
     return summary

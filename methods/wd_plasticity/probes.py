@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from methods.core.data import TokenStream
 from methods.core.models import load_model
 from methods.core.results import read_jsonl
 from methods.core.train import evaluate_loss
@@ -97,8 +96,12 @@ def probe_accuracy(features, labels, folds: int, c: float = 1.0, seed: int = 0) 
     return float(cross_val_score(clf, features, labels, cv=cv).mean())
 
 
-def run_probes(cfg: ProbeConfig, base_dir: str | Path, data_dir: str | Path, seq_len: int) -> dict:
+def run_probes(cfg: ProbeConfig, base_dir: str | Path, data_dir: str | Path, shards_dir: str | Path,
+               seq_len: int) -> dict:
+    """`data_dir` holds people.jsonl; `shards_dir` the tokenized corpus (train/, val/)."""
     from collections import Counter
+
+    from methods.core.shards import ShardedTokenStream
 
     data_dir = Path(data_dir)
     model, tok = load_model(base_dir)
@@ -116,8 +119,8 @@ def run_probes(cfg: ProbeConfig, base_dir: str | Path, data_dir: str | Path, seq
     qk = qk_norms(model)
     out["qk_norm_per_head"] = qk
     out["qk_norm"] = sum(map(sum, qk)) / sum(map(len, qk))
-    val = TokenStream.from_text((data_dir / "val.txt").read_text(), tok, seq_len)
-    train = TokenStream.from_text((data_dir / "pretrain.txt").read_text(), tok, seq_len)
+    val = ShardedTokenStream(Path(shards_dir) / "val", seq_len)
+    train = ShardedTokenStream(Path(shards_dir) / "train", seq_len)
     att_batches = val.sequential_batches(cfg.batch_size, -(-cfg.n_val_sequences // cfg.batch_size))
     out["attention_effective_rank"] = attention_effective_rank(model, att_batches)
     out["train_loss"] = evaluate_loss(model, train.sequential_batches(cfg.batch_size, cfg.loss_batches))

@@ -12,6 +12,7 @@ At paper scale the same files are written from hub datasets (`source` = a hub id
 """
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,15 +142,44 @@ def sort_example(rng: random.Random) -> dict:
 GENERATED_TASKS = {"T2": sum_example, "T3": sort_example}
 
 
-def hub_task(spec: TaskSource) -> dict[str, list[dict]]:
+def hub_task(spec: TaskSource, seed: int) -> tuple[dict[str, list[dict]], dict]:
+    """A hub SFT set as train/dev/test prompt→answer records, and how the splits were made.
+
+    Splits the dataset publishes (`validation` as dev, `test`) are used as they are.
+    MetaMathQA and s1K-1.1 publish only `train`: dev (`n_dev` rows) and test (`n_test` rows)
+    are then carved from `train` by a permutation seeded with `seed` and the task name, and the
+    indices are recorded, so the split is reproducible and auditable. `n_train` caps train."""
+    from methods.core.data import dataset_splits
+
+    have = dataset_splits(spec.source)
+    want = {"train": "train", "dev": "validation", "test": "test"}
+    if "train" not in have:
+        raise InputError(f"dataset {spec.source} has no split 'train' (has {sorted(have)})")
+    raw = {k: load_records(spec.source, split=v) for k, v in want.items() if v in have}
+    record = {"splits_from_hub": sorted(k for k in raw), "carved_from_train": []}
+    carve = [k for k in ("dev", "test") if k not in raw]
+    if carve:
+        train = raw["train"]
+        need = sum(getattr(spec, f"n_{k}") for k in carve)
+        if need >= len(train):
+            raise InputError(f"dataset {spec.source}: cannot carve {need} dev/test rows from {len(train)} train rows")
+        order = list(range(len(train)))
+        random.Random(f"{seed}-{spec.source}").shuffle(order)
+        start = 0
+        for k in carve:
+            idx = sorted(order[start:start + getattr(spec, f"n_{k}")])
+            raw[k] = [train[i] for i in idx]
+            record["carved_from_train"].append({"split": k, "indices": idx})
+            start += len(idx)
+        raw["train"] = [train[i] for i in sorted(order[start:])]
+    raw["train"] = raw["train"][:spec.n_train]
     out = {}
-    for split in ("train", "dev", "test"):
-        rows = load_records(spec.source, split="validation" if split == "dev" else split)
+    for split, rows in raw.items():
         try:
             out[split] = [{"prompt": r[spec.prompt_field], "answer": r[spec.answer_field]} for r in rows]
         except KeyError as e:
             raise InputError(f"dataset {spec.source} has no field {e.args[0]!r}") from None
-    return out
+    return out, record
 
 
 def build(cfg: WorldConfig, out_dir: str | Path) -> dict:
@@ -169,10 +199,10 @@ def build(cfg: WorldConfig, out_dir: str | Path) -> dict:
                 for text in iter_texts(cfg.source, cfg.text_field, cfg.corpus_chars + cfg.val_chars):
                     (val if n < cfg.val_chars else train).write(text + "\n")
                     n += len(text) + 1
-        sizes = {}
+        sizes, made = {}, {}
         for name, spec in sorted(cfg.tasks.items()):
             if spec.source != "world":
-                splits = hub_task(spec)
+                splits, made[name] = hub_task(spec, cfg.seed)
             elif name == "T1":
                 splits = qa_task(cfg, people)
             elif name in GENERATED_TASKS:
@@ -184,5 +214,7 @@ def build(cfg: WorldConfig, out_dir: str | Path) -> dict:
             for split, rows in splits.items():
                 write_jsonl(tmp / "tasks" / name / f"{split}.jsonl", rows)
             sizes[name] = {k: len(v) for k, v in splits.items()}
+        if made:  # how each hub task's splits were made (published or carved, with indices)
+            (tmp / "task_splits.json").write_text(json.dumps(made, sort_keys=True))
     return sizes
 

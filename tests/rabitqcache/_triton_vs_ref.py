@@ -10,13 +10,14 @@ from kernels import rabitq as K  # noqa: E402
 
 torch.manual_seed(0)
 out = {}
-for h, n, d in [(2, 200, 64), (3, 129, 128), (1, 7, 32)]:   # N not a multiple of the block
+# N not a multiple of the block; D = 8 and 96: a partial last word, W = 3 not a power of two
+for h, n, d in [(2, 200, 64), (3, 129, 128), (1, 7, 32), (2, 33, 8), (2, 150, 96)]:
     bits = torch.rand(h, n, d) > 0.5
     bits[0, 0] = True          # an all-ones word (bit 31 set: the sign bit of int32)
     bits[0, 1] = False
     codes = K.pack_bits_ref(bits)
     qu = torch.randint(0, 16, (h, d), dtype=torch.uint8)
-    qu[0, :32] = 15            # every plane's word 0 has bit 31 set
+    qu[0, :32] = 15            # every plane's word 0 has bit 31 set (D ≥ 32)
     kfac = torch.stack([torch.rand(h, n) * 3 + 0.5, bits.sum(-1).float(), torch.randn(h, n)], -1)
     qfac = torch.stack([torch.rand(h) * 0.2 + 0.01, -torch.rand(h), qu.float().sum(-1), torch.randn(h)], -1)
     key = f"h{h}n{n}d{d}"

@@ -30,7 +30,18 @@ def test_pack_roundtrip_and_layout():
     assert int(K.pack_bits_ref(one)) == 8
 
 
-@pytest.mark.parametrize("d", [32, 64, 128])
+def test_pack_pads_a_partial_word_with_zeros():
+    """D not a multiple of 32 (the stand-in Llama's head_dim 8, or 96): whole words, bits past D zero."""
+    torch.manual_seed(1)
+    for d in (8, 40, 96):
+        bits = (torch.rand(4, d) > 0.5).to(torch.uint8)
+        codes = K.pack_bits_ref(bits)
+        assert codes.shape == (4, -(-d // 32))
+        un = K.unpack_bits_ref(codes)
+        assert torch.equal(un[:, :d], bits) and not un[:, d:].any()
+
+
+@pytest.mark.parametrize("d", [8, 32, 64, 96, 128])
 def test_reference_equals_float_dot_with_dequantized_query(d):
     """ŝ = scale·(kfac0·⟨x̄, q̄⟩ + kfac2 + qfac3) with x̄ = (2b−1)/√D, q̄ = Δ·q_u + v_l, computed
     directly in float64: the reference's integer form must agree to fp32 rounding."""
@@ -50,11 +61,10 @@ def test_reference_equals_float_dot_with_dequantized_query(d):
 
 
 def test_shape_errors():
-    with pytest.raises(ValueError):
-        K.pack_bits_ref(torch.zeros(3, 40))
     codes = torch.zeros(2, 4, 2, dtype=torch.int32)
-    with pytest.raises(ValueError):
-        K.rabitq_scores_ref(codes, torch.zeros(2, 32, dtype=torch.uint8), torch.zeros(2, 4, 3), torch.zeros(2, 4), 1.0)
+    for d in (32, 65):   # W = 2 words hold 33..64 dimensions
+        with pytest.raises(ValueError):
+            K.rabitq_scores_ref(codes, torch.zeros(2, d, dtype=torch.uint8), torch.zeros(2, 4, 3), torch.zeros(2, 4), 1.0)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +78,7 @@ def triton_results():
 
 
 def test_triton_kernel_matches_reference(triton_results):
-    assert len(triton_results) == 9, triton_results
+    assert len(triton_results) == 15, triton_results
     for key, v in triton_results.items():
         if key.startswith("relerr"):
             assert v < 1e-5, (key, v)       # the integer dot is exact; fp32 affine order differs

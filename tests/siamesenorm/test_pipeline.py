@@ -10,7 +10,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -71,10 +70,19 @@ def test_held_out_problems_never_in_training_text(tmp_path):
 
     tok = load_tokenizer(tmp_path / "d" / "tokenizer")
     assert tok.decode(tok("12+3=15\n")["input_ids"]) == "12+3=15\n"
-    # the pre-tokenised ids are the tokenizer's encoding of the text files, char for char
+    # the shards step (as the sn_shards rule runs it) holds the tokenizer's encoding of the
+    # text files, char for char
+    from methods.core.__main__ import build_parser
+    from methods.core.cli import main
+    from methods.core.shards import ShardedTokenStream
+
+    d = tmp_path / "d"
+    assert main(build_parser(), ["shards", "--source", str(d / "train.txt"), "--val-source", str(d / "val.txt"),
+                                 "--tokenizer", str(d / "tokenizer"), "--eos", "no", "--out", str(tmp_path / "s")]) == 0
     for name in ("train", "val"):
-        text = (tmp_path / "d" / f"{name}.txt").read_text()
-        ids = np.load(tmp_path / "d" / f"{name}_ids.npy")
+        text = (d / f"{name}.txt").read_text()
+        s = ShardedTokenStream(tmp_path / "s" / name, 1)
+        ids = s.read(0, len(s))
         assert ids.tolist() == tok(text, add_special_tokens=False)["input_ids"] and len(ids) == len(text)
 
 
@@ -247,7 +255,7 @@ def test_bad_data_config_is_one_line(tmp_path, step, cfg, needle):
 
 def test_train_on_missing_data_is_one_line(tmp_path):
     out = _cli("train", "--config", "{}", "--scheme", "pre", "--lr", "0.01", "--seed", "0",
-               "--data", str(tmp_path / "nope"), "--out", str(tmp_path / "run"),
+               "--data", str(tmp_path / "nope"), "--shards", str(tmp_path / "nope_shards"), "--out", str(tmp_path / "run"),
                "--checkpoint", str(tmp_path / "c.pt"))
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()

@@ -46,7 +46,7 @@ def test_good_config_then_missing_and_corrupt_inputs(tmp_path):
     cfg = {"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 16, "max_seq_len": 16},
            "train": {"steps": 2, "batch_size": 2, "lr": 1e-3}, "seq_len": 8, "eval_batches": 1}
     out = run("methods.wd_plasticity", "pretrain", "--config", json.dumps(cfg), "--weight-decay", "0.1",
-              "--seed", "0", "--data", str(data), "--tokenizer", str(tmp_path / "nope"),
+              "--seed", "0", "--shards", str(tmp_path / "shards"), "--tokenizer", str(tmp_path / "nope"),
               "--checkpoint", str(tmp_path / "ck.pt"), "--out", str(tmp_path / "base"))
     _one_line_error(out, "nope")
     assert not (tmp_path / "base").exists()

@@ -1,10 +1,11 @@
 """The DAG plans at every scale, lints clean, and rejects bad config before any job runs."""
+import json
 import re
 
 import pytest
 import yaml
 
-from .conftest import ROOT, bad_scale_edit, config_error, job_counts, snakemake
+from .conftest import ROOT, bad_scale_edit, config_error, copy_scales, job_counts, snakemake
 
 
 @pytest.mark.parametrize("scale,n_pretrain", [("smoke", 4), ("tiny", 12), ("paper", 6)])
@@ -79,3 +80,116 @@ def test_envs_match_pins():
     for env in ("cpu", "cuda"):
         pinned = re.findall(r'^    - "(.+)"$', (ROOT / "envs" / f"{env}.yaml").read_text(), re.M)
         assert pinned == deps, env
+
+
+def paper_jobs(tmp_path) -> list[dict]:
+    """Every job of the paper-scale dry run: rule, resources and shell command."""
+    out = snakemake("-n", "-p", config={"scale": "paper", "results_dir": tmp_path / "r",
+                                         "reports_dir": tmp_path / "p"})
+    return dry_run_jobs(out.stdout)
+
+
+def dry_run_jobs(stdout: str) -> list[dict]:
+    """The jobs of a `snakemake -n -p` output: rule, resources and shell command."""
+    jobs, job = [], None
+    for line in stdout.splitlines():
+        if line.startswith(("rule ", "localrule ")):
+            job = {"rule": line.split()[1].rstrip(":"), "resources": {}, "shell": ""}
+            jobs.append(job)
+        elif job is not None and line.strip().startswith("resources:"):
+            job["resources"] = dict(kv.split("=", 1) for kv in line.split(":", 1)[1].strip().split(", "))
+        elif job is not None and line.startswith("Shell command:"):
+            job["shell"] = line
+    return jobs
+
+
+def test_every_gpu_job_runs_its_model_on_the_gpu(tmp_path):
+    """A paper-scale job that asks SLURM for a GPU hands its step the runtime spec that puts
+    the model there (`--runtime` with device auto/cuda; tests/core/test_runtime.py checks that
+    the core then places the model on CUDA), and a job without a GPU does not ask for one."""
+    jobs = paper_jobs(tmp_path)
+    gpu_jobs = [j for j in jobs if int(j["resources"].get("gpu", 0)) > 0]
+    assert len(gpu_jobs) > 50
+    for j in gpu_jobs:
+        m = re.search(r"--runtime '(\{.*?\})'", j["shell"])
+        assert m, f"{j['rule']} asks for a GPU but passes no --runtime"
+        assert json.loads(m.group(1))["device"] in ("auto", "cuda"), j["rule"]
+    for j in jobs:
+        m = re.search(r"--runtime '(\{.*?\})'", j["shell"])
+        if m and json.loads(m.group(1))["device"] != "cpu":
+            assert int(j["resources"].get("gpu", 0)) > 0, f"{j['rule']} may use CUDA but asks for no GPU"
+
+
+def gpu_hour_plan(stdout: str) -> tuple[list[tuple[str, str, float]], dict[str, float], float]:
+    """The plan the paper dry run prints after the job list: ([(paper, rule, GPU-hours)] of the
+    per-rule table, {paper: GPU-hours}, total)."""
+    lines = stdout.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("GPU-hour plan"))
+    per_paper_at = lines.index("GPU-hours per paper", start)
+    rules = [(l.split()[0], l.split()[1], float(l.split()[-1])) for l in lines[start + 2:per_paper_at]]
+    papers, total = {}, None
+    for l in lines[per_paper_at + 2:]:
+        name, _jobs, hours = l.split()
+        if name == "total":
+            total = float(hours)
+            break
+        papers[name] = float(hours)
+    return rules, papers, total
+
+
+def test_paper_dry_run_prints_the_gpu_hour_plan(tmp_path):
+    """After the job list, the paper dry run prints GPU-hours per rule and per paper (a row for
+    every enabled paper) and their total, summed from the jobs' own resources (gpu x runtime)."""
+    out = snakemake("-n", "-p", config={"scale": "paper", "results_dir": tmp_path / "r",
+                                         "reports_dir": tmp_path / "p"})
+    rules, papers, total = gpu_hour_plan(out.stdout)
+    enabled = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["papers"]
+    assert list(papers) == enabled
+    assert total == pytest.approx(sum(papers.values()), abs=0.05 * len(papers))
+    assert total == pytest.approx(sum(h for _, _, h in rules), abs=0.05 * len(rules))
+    for paper in enabled:
+        assert papers[paper] == pytest.approx(sum(h for p, _, h in rules if p == paper), abs=0.05 * len(rules))
+    jobs = dry_run_jobs(out.stdout)
+    from_jobs = sum(int(j["resources"].get("gpu", 0)) * int(j["resources"].get("runtime", 0)) for j in jobs) / 60
+    assert total == pytest.approx(from_jobs, abs=0.05)
+    assert total > 1000 and papers["tsgd"] == papers["memora"] == papers["pse"] == 0  # endpoint clients only
+    # smoke and tiny are CPU scales: no GPU job, no plan
+    tiny = snakemake("-n", config={"scale": "tiny", "results_dir": tmp_path / "r", "reports_dir": tmp_path / "p"})
+    assert "GPU-hour plan" not in tiny.stdout
+
+
+def paper_target_jobs(tmp_path, target: str, edits=()) -> list[dict]:
+    """The jobs of a paper-scale dry run of one target, with `edits` (old, new) made to a copy
+    of config/scales/paper.yaml."""
+    scales = copy_scales(tmp_path / "scales")
+    text = (scales / "paper.yaml").read_text()
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    (scales / "paper.yaml").write_text(text)
+    out = snakemake(str(tmp_path / "r" / "paper" / target), "-n", "-p",
+                    config={"scale": "paper", "scales_dir": scales, "results_dir": tmp_path / "r"})
+    return dry_run_jobs(out.stdout)
+
+
+def test_gpus_and_memory_grow_with_the_model(tmp_path):
+    """RaBitQCache's capture job (the same ~40k-token prompts) asks for more GPUs, host memory
+    and time as its hub model grows: 1.7B < 8B < 32B < 70B (weights + KV cache per GPU)."""
+    sizes = []
+    for i, model in enumerate(["Qwen/Qwen3-1.7B", "Qwen/Qwen3-8B", "Qwen/Qwen3-32B", "meta-llama/Llama-3.3-70B-Instruct"]):
+        jobs = paper_target_jobs(tmp_path / str(i), "rabitqcache/capture.npz",
+                                 [("hub_id: meta-llama/Llama-3.1-8B-Instruct", f"hub_id: {model}")])
+        (res,) = [j["resources"] for j in jobs if j["rule"] == "rabitqcache_capture"]
+        sizes.append((int(res["gpu"]), int(res["mem_mb"]), int(res["runtime"])))
+    gpus, mem, runtime = zip(*sizes)
+    assert gpus == (1, 1, 2, 4)  # 32B: 65.5 GB of weights + 11 GB of KV cache > 72 GB usable
+    assert list(mem) == sorted(mem) and mem[0] < mem[2] < mem[3]  # host RAM: >= 32 GB, 1.2 x the bf16 weights
+    assert list(runtime) == sorted(runtime)
+
+
+@pytest.mark.parametrize("world,nodes", [(8, 1), (16, 2)])
+def test_agoq_ranks_get_their_gpus(tmp_path, world, nodes):
+    """AGoQ's training job asks for one GPU per rank of run.world_size (whole nodes beyond 8)."""
+    jobs = paper_target_jobs(tmp_path, "agoq/runs/fp", [("world_size: 8\n", f"world_size: {world}\n")])
+    (res,) = [j["resources"] for j in jobs if j["rule"] == "agoq_train"]
+    assert (int(res["gpu"]), int(res["nodes"])) == (world, nodes)

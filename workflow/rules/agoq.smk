@@ -10,7 +10,7 @@ wildcard_constraints:
 
 
 rule agoq_data:
-    """Corpus (train/val token ids) and the char tokenizer."""
+    """Corpus (train/val text) and the char tokenizer."""
     input:
         code=code("agoq", "data", "core.data", "core.tokenizer"),
     output:
@@ -31,11 +31,40 @@ rule agoq_data:
         "python -m methods.agoq data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
 
+rule agoq_shards:
+    """train.txt and val.txt tokenized once into on-disk shards (train/, val/) that the runs
+    and the probe read by (seed, step): no step holds the corpus in memory."""
+    input:
+        data=f"{AG}/data",
+        code=code(None, "core.shards", "core.data", "core.tokenizer", "core.__main__"),
+    output:
+        directory(f"{AG}/shards"),
+    log:
+        f"{AG}/logs/shards.log",
+    benchmark:
+        f"{AG}/benchmarks/agoq_shards.tsv"
+    params:
+        # the files' newlines separate the documents already; without EOS the shards hold the
+        # ids of the whole text, as when it was tokenized in one piece
+        eos="no",
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.core shards --source {input.data}/train.txt --val-source {input.data}/val.txt "
+        "--tokenizer {input.data}/tokenizer --eos {params.eos} --out {output} > {log} 2>&1"
+
+
 rule agoq_train:
     """One variant, data-parallel: the job launches world_size gloo processes itself."""
     input:
         data=f"{AG}/data",
-        code=code("agoq", "run", "data", "laaq", "quant", "quangrad", "core.train", "core.models", "core.data"),
+        shards=f"{AG}/shards",
+        code=code("agoq", "run", "data", "laaq", "quant", "quangrad", "core.train", "core.models", "core.data",
+                  "core.shards"),
     output:
         directory(f"{AG}/runs/{{variant}}"),
     log:
@@ -43,25 +72,26 @@ rule agoq_train:
     benchmark:
         f"{AG}/benchmarks/agoq_train__{{variant}}.tsv"
     params:
+        runtime=runtime_of(agoq_train_job),
         cfg=lambda wc: as_json(ag_run_cfg(wc.scale, wc.variant)),
     threads: 2
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(agoq_train_job),
     shell:
-        "python -m methods.agoq train --config {params.cfg:q} --data {input.data} --out {output} "
-        "--threads {threads} > {log} 2>&1"
+        "python -m methods.agoq train --config {params.cfg:q} --data {input.data} --shards {input.shards} "
+        "--out {output} "
+        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule agoq_probe:
     """Gradient-collective errors over W simulated workers on the fp model; bytes of every policy."""
     input:
         model=f"{AG}/runs/fp",
-        data=f"{AG}/data",
-        code=code("agoq", "probe", "run", "data", "laaq", "quant", "quangrad", "core.models", "core.data"),
+        shards=f"{AG}/shards",
+        code=code("agoq", "probe", "run", "data", "laaq", "quant", "quangrad", "core.models", "core.data",
+                  "core.shards"),
     output:
         f"{AG}/probe.json",
     log:
@@ -69,17 +99,16 @@ rule agoq_probe:
     benchmark:
         f"{AG}/benchmarks/agoq_probe.tsv"
     params:
+        runtime=runtime_of(agoq_probe_job),
         cfg=lambda wc: as_json(ag_probe_cfg(wc.scale)),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(agoq_probe_job),
     shell:
-        "python -m methods.agoq probe --config {params.cfg:q} --model {input.model} --data {input.data} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "python -m methods.agoq probe --config {params.cfg:q} --model {input.model} --shards {input.shards} "
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule agoq_aggregate:

@@ -41,17 +41,16 @@ rule asag_train:
     benchmark:
         f"{AS}/benchmarks/asag_train.tsv"
     params:
+        runtime=runtime_of(asag_train_job),
         cfg=lambda wc: as_json(asag(wc.scale, "train")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(asag_train_job),
     shell:
         "python -m methods.asag train --config {params.cfg:q} --data {input.data} --out {output} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule asag_decode:
@@ -67,17 +66,16 @@ rule asag_decode:
     benchmark:
         f"{AS}/benchmarks/asag_decode__{{policy}}.tsv"
     params:
+        runtime=runtime_of(asag_decode_job),
         cfg=lambda wc: as_json(asag(wc.scale, "decode")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(asag_decode_job),
     shell:
         "python -m methods.asag decode --config {params.cfg:q} --model {input.model} --data {input.data} "
-        "--policy {wildcards.policy} --out {output} --threads {threads} > {log} 2>&1"
+        "--policy {wildcards.policy} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule asag_report:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 
@@ -46,7 +47,7 @@ RESULTS = config["results_dir"]
 REPORTS = config["reports_dir"]
 PAPERS = config["papers"]
 # Modules every CLI step imports (argument parsing, typed config, result writing).
-CORE_BASE = ("core.cli", "core.config", "core.results")
+CORE_BASE = ("core.cli", "core.config", "core.results", "core.runtime", "core.distributed")
 FIGURES = {}  # paper → (scale → its figure paths); filled by each paper's .smk
 
 
@@ -85,7 +86,7 @@ def code(paper, *modules):
 def conda_env(wildcards):
     """The conda env matching the pins (used with --software-deployment-method conda):
     the CUDA build of torch where a step gets a GPU."""
-    return "../../envs/cuda.yaml" if RESOURCES[wildcards.scale]["gpu"] else "../../envs/cpu.yaml"
+    return "../../envs/cuda.yaml" if on_gpu(wildcards.scale) else "../../envs/cpu.yaml"
 
 
 def fmt(x):
@@ -93,18 +94,132 @@ def fmt(x):
     return f"{x:g}"
 
 
-# Per-step resources by scale (operations, not science: they never change a number).
-# runtime in minutes; paper-scale GPU jobs ask for one GPU each.
+# Per-step resources by scale (operations, not science: they never change a number) of the
+# CPU jobs: data preparation, aggregation, figures, claims, HTTP clients of LLM endpoints, and
+# every step at a scale whose runtime device is cpu. runtime in minutes. GPU jobs size
+# themselves from their model and workload (`sized`, below).
 RESOURCES = {
     "smoke": {"mem_mb": 2000, "runtime": 10, "gpu": 0},
     "tiny": {"mem_mb": 3000, "runtime": 30, "gpu": 0},
-    "paper": {"mem_mb": 64000, "runtime": 2880, "gpu": 1},
+    "paper": {"mem_mb": 64000, "runtime": 2880, "gpu": 0},
 }
 
 
+def runtime_spec(wc):
+    """The scale's runtime spec (device, dtype policy, compile) as the `--runtime` JSON every
+    torch step takes (methods/core/runtime.py)."""
+    return as_json(SCALES[wc.scale]["runtime"])
+
+
+def cpu_runtime(wc):
+    """The runtime spec of a torch step that asks for no GPU: the scale's, pinned to CPU/fp32."""
+    return as_json({**SCALES[wc.scale]["runtime"], "device": "cpu", "dtype": "fp32"})
+
+
 def res(key):
-    """A rule's resource as a function of the job's scale."""
+    """A CPU rule's resource as a function of the job's scale."""
     return lambda wc: RESOURCES[wc.scale][key]
+
+
+# ---- GPU jobs: resources from the model and the workload (methods/core/resources.py) ----------
+# A torch step has `resources: **sized(<name>_job)` and `params: runtime=runtime_of(<name>_job)`;
+# <name>_job(wc) (workflow/rules/sizes.smk, one per step) returns the R.Job of its model and
+# workload, or None where the job needs no GPU (a pointer to a hub id, an HTTP client). Scales
+# whose runtime device is cpu keep RESOURCES and gpu 0. The paper dry run sums the same
+# resources into its GPU-hour plan (methods/core/plan.py, the end of the Snakefile).
+from methods.core import resources as R  # no torch
+
+HUB_MODELS = R.load_hub_models("config/hub_models.yaml")
+_JOBS, _NOTED = {}, set()
+
+
+def on_gpu(scale):
+    return SCALES[scale]["runtime"]["device"] != "cpu"
+
+
+def hub_spec(model_id):
+    """config/hub_models.yaml, or the config.json of a local model directory (stand-ins)."""
+    return R.model_spec(HUB_MODELS, model_id)
+
+
+def ddp_replicas(scale):
+    """A data-parallel step's strategy (runtime.distributed): ddp keeps a full replica of the
+    weights and optimizer state on every GPU, fsdp shards them."""
+    return SCALES[scale]["runtime"].get("distributed", "ddp") == "ddp"
+
+
+def job_size(sizer, wc):
+    """sizer(wc), once per job; its notes (a GPU over-full, a job past the target time) as
+    warnings, once each."""
+    key = (sizer, tuple(sorted(wc.items())))
+    if key not in _JOBS:
+        _JOBS[key] = job = sizer(wc)
+        for note in (job.notes if job else ()):
+            if note not in _NOTED:
+                _NOTED.add(note)
+                logger.warning(f"GPU sizing: {note}")
+    return _JOBS[key]
+
+
+def sized(sizer):
+    """The resources of a torch step (mem_mb, runtime, gpu, nodes, cpus_per_task): sizer's R.Job
+    at a GPU scale, else the scale's CPU values with gpu 0 (profiles/slurm/config.yaml maps
+    them to sbatch)."""
+
+    def resource(key):
+        def get(wc, threads):
+            job = job_size(sizer, wc) if on_gpu(wc.scale) else None
+            if job is None:
+                cpu = RESOURCES[wc.scale]
+                return {"mem_mb": cpu["mem_mb"], "runtime": cpu["runtime"], "gpu": 0, "nodes": 1,
+                        "cpus_per_task": threads}[key]
+            return job.resources(threads)[key]
+
+        return get
+
+    return {k: resource(k) for k in R.RESOURCE_KEYS}
+
+
+def runtime_of(sizer):
+    """The `--runtime` of a torch step: the scale's spec, pinned to CPU where its job gets no GPU."""
+
+    def get(wc):
+        if on_gpu(wc.scale) and job_size(sizer, wc) is None:
+            return cpu_runtime(wc)
+        return runtime_spec(wc)
+
+    return get
+
+
+# Port of the c10d rendezvous on a multi-node job's first node (workflow/scripts/torchrun-slurm.sh).
+RDZV_PORT = 29500
+
+
+def launcher(wildcards, threads, resources):
+    """The words that start a training step, in place of `python` before `-m methods.<slug>`:
+    a `params:` function (`launch=launcher`, shell `{params.launch} -m methods...`). It reads
+    the job's `resources.gpu` (GPUs of the job, all nodes together) and `resources.nodes`
+    (default 1):
+    - gpu <= 1: `python`, one process on the runtime's device (CPU or the job's GPU);
+    - gpu = G > 1 on one node: `torchrun --standalone --nproc-per-node G`, G workers of this
+      host (rendezvous on localhost, on a free port torchrun picks); methods/core/distributed.py
+      binds worker r to GPU r and train() runs the runtime's `distributed` strategy (ddp|fsdp);
+    - nodes = N > 1: `srun --nodes N --ntasks-per-node 1 ... torchrun-slurm.sh G/N`, one torchrun
+      per node that meets the others at a c10d rendezvous on the job's first node, found as
+      `scontrol show hostnames $SLURM_JOB_NODELIST | head -1` inside the srun task (the SLURM
+      plugin's job shell does not keep SLURM_JOB_NODELIST). Such a rule also needs the
+      resources `mpi` (so the plugin runs the job shell as is instead of inside `srun -n1`) and
+      `tasks` = N: see profiles/slurm/config.yaml."""
+    gpus = int(resources.get("gpu", 0) or 0)
+    nodes = int(resources.get("nodes", 1) or 1)
+    if nodes <= 1:
+        return "python" if gpus <= 1 else f"torchrun --standalone --nproc-per-node {gpus}"
+    if gpus % nodes:
+        raise WorkflowError(f"resources: gpu={gpus} is not a multiple of nodes={nodes} (GPUs per node must be equal)")
+    if not resources.get("mpi"):
+        raise WorkflowError(f"resources: nodes={nodes} needs mpi='srun' and tasks={nodes} (profiles/slurm/config.yaml)")
+    return (f"RDZV_PORT={RDZV_PORT} srun --nodes {nodes} --ntasks-per-node 1 --gpus-per-task {gpus // nodes} "
+            f"--cpus-per-task {threads} bash workflow/scripts/torchrun-slurm.sh {gpus // nodes}")
 
 
 # ---- siamesenorm (workflow/rules/siamesenorm.smk) ----
@@ -343,6 +458,14 @@ def vs(scale, *keys):
     return hp(scale, "verbalized_sampling", *keys)
 
 
+def vs_sample_cfg(scale, vsmodel):
+    """The sample step's config for one model: `generator` = that model's spec from
+    `sample.generators` (backend null = the DAG's tiny LM)."""
+    cfg = dict(vs(scale, "sample"))
+    cfg["generator"] = cfg.pop("generators")[vsmodel]
+    return cfg
+
+
 # ---- pid (workflow/rules/pid.smk) ----
 def pid(scale, *keys):
     return hp(scale, "pid", *keys)
@@ -453,3 +576,4 @@ def fr_cfg(scale, section, **extra):
 def fr_experts(scale):
     """The expert directories in the order of the routing head (add, rev, brk)."""
     return [f"{RESULTS}/{scale}/fusionroute/experts/{k}" for k in ("add", "rev", "brk")]
+

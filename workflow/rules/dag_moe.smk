@@ -7,9 +7,9 @@ DM = f"{RESULTS}/{{scale}}/dag_moe"
 
 rule dm_data:
     """The world (permutations of Z_17, held-out pairs, mixture weights) and the tokenizer;
-    at paper scale the hub tokenizer (the corpus is streamed by the train step)."""
+    at paper scale the hub tokenizer and the corpus text (train.txt, val.txt)."""
     input:
-        code=code("dag_moe", "data"),
+        code=code("dag_moe", "data", "core.data", "core.tokenizer"),
     output:
         directory(f"{DM}/data"),
     log:
@@ -28,12 +28,40 @@ rule dm_data:
         "python -m methods.dag_moe data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
 
+rule dm_shards:
+    """Paper scale: the corpus text tokenized once with the hub tokenizer into on-disk shards
+    (train/, val/) that every LM run reads by (seed, step): no step holds the corpus in memory."""
+    input:
+        data=f"{DM}/data",
+        code=code(None, "core.shards", "core.data", "core.tokenizer", "core.__main__"),
+    output:
+        directory(f"{DM}/shards"),
+    log:
+        f"{DM}/logs/shards.log",
+    benchmark:
+        f"{DM}/benchmarks/dm_shards.tsv"
+    params:
+        # documents end with a newline in the text files, as they were joined before; no EOS
+        eos="no",
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.core shards --source {input.data}/train.txt --val-source {input.data}/val.txt "
+        "--tokenizer {input.data}/tokenizer --eos {params.eos} --out {output} > {log} 2>&1"
+
+
 rule dm_train:
     """One mixture LM (arch, seed), evaluated at the end: val loss, C1/C2 probes, load CV, edges."""
     input:
         data=f"{DM}/data",
+        # a hub corpus's token shards (paper scale); the generated mixture makes its batches on the fly
+        shards=lambda wc: [] if dm(wc.scale, "data", "source") == "generated" else f"{RESULTS}/{wc.scale}/dag_moe/shards",
         code=code("dag_moe", "run", "model", "aggregate", "data", "core.moe", "core.train",
-                  "core.models", "core.data", "core.tokenizer"),
+                  "core.models", "core.data", "core.shards", "core.tokenizer"),
     output:
         model=directory(f"{DM}/runs/{{arch}}/s{{seed}}"),
         metrics=f"{DM}/runs/{{arch}}/s{{seed}}.json",
@@ -44,21 +72,22 @@ rule dm_train:
     wildcard_constraints:
         arch=r"[A-Za-z][A-Za-z0-9_]*",
     params:
+        runtime=runtime_of(dm_train_job),
         cfg=lambda wc: as_json(dm_step_cfg(wc.scale, "lm")),
         arch=lambda wc: as_json(dm(wc.scale, "archs", wc.arch)),
         ckpt=f"{DM}/checkpoints/{{arch}}_s{{seed}}.pt",
+        shards=lambda wc, input: f"--shards {input.shards}" if input.shards else "",
+        launch=launcher,  # python, or torchrun over the job's GPUs (common.smk)
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(dm_train_job),
     shell:
-        "python -m methods.dag_moe train --config {params.cfg:q} --arch {params.arch:q} "
-        "--name {wildcards.arch} --seed {wildcards.seed} --data {input.data} "
+        "{params.launch} -m methods.dag_moe train --config {params.cfg:q} --arch {params.arch:q} "
+        "--name {wildcards.arch} --seed {wildcards.seed} --data {input.data} {params.shards} "
         "--checkpoint {params.ckpt} --out {output.model} --metrics {output.metrics} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule dm_compose:
@@ -75,17 +104,16 @@ rule dm_compose:
     wildcard_constraints:
         agg="sum|dag",
     params:
+        runtime=runtime_of(dm_compose_job),
         cfg=lambda wc: as_json(dm_step_cfg(wc.scale, "compose")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(dm_compose_job),
     shell:
         "python -m methods.dag_moe compose --config {params.cfg:q} --aggregation {wildcards.agg} "
-        "--data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule dm_timing:
@@ -102,6 +130,7 @@ rule dm_timing:
     benchmark:
         f"{DM}/benchmarks/dm_timing.tsv"
     params:
+        runtime=runtime_of(dm_timing_job),
         cfg=lambda wc: as_json(dm(wc.scale, "timing")),
         names=lambda wc: " ".join(dm_archs(wc.scale)),
         seq_len=lambda wc: dm(wc.scale, "data", "seq_len"),
@@ -109,13 +138,11 @@ rule dm_timing:
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(dm_timing_job),
     shell:
         "python -m methods.dag_moe timing --config {params.cfg:q} --names {params.names} "
         "--runs {input.runs} --data {input.data} --seq-len {params.seq_len} --out {output} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule dm_lm_eval:
@@ -132,17 +159,16 @@ rule dm_lm_eval:
     wildcard_constraints:
         arch=r"[A-Za-z][A-Za-z0-9_]*",
     params:
+        runtime=runtime_of(dm_lm_eval_job),
         cfg=lambda wc: as_json(dm(wc.scale, "downstream")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(dm_lm_eval_job),
     shell:
         "python -m methods.dag_moe lm-eval --config {params.cfg:q} --model {input.model} "
-        "--name {wildcards.arch} --seed {wildcards.seed} --out {output} --threads {threads} > {log} 2>&1"
+        "--name {wildcards.arch} --seed {wildcards.seed} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule dm_aggregate:

@@ -42,18 +42,17 @@ rule dj_train:
     benchmark:
         f"{DJ}/benchmarks/dj_train__{{variant}}.tsv"
     params:
+        runtime=runtime_of(dj_train_job),
         cfg=lambda wc: as_json(dj(wc.scale, "train")),
         ckpt=f"{DJ}/ckpt",
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(dj_train_job),
     shell:
         "python -m methods.dibjudge train --config {params.cfg:q} --variant {wildcards.variant} "
-        "--data {input.data} --ckpt {params.ckpt} --out {output} --threads {threads} > {log} 2>&1"
+        "--data {input.data} --ckpt {params.ckpt} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule dj_report:

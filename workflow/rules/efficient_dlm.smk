@@ -42,17 +42,16 @@ rule edlm_train_ar:
     benchmark:
         f"{ED}/benchmarks/edlm_train_ar.tsv"
     params:
+        runtime=runtime_of(edlm_train_ar_job),
         cfg=lambda wc: as_json(edlm(wc.scale, "ar")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(edlm_train_ar_job),
     shell:
         "python -m methods.efficient_dlm train_ar --config {params.cfg:q} --data {input.data} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule edlm_convert:
@@ -68,17 +67,16 @@ rule edlm_convert:
     benchmark:
         f"{ED}/benchmarks/edlm_convert__{{variant}}.tsv"
     params:
+        runtime=runtime_of(edlm_convert_job),
         cfg=lambda wc: as_json(edlm(wc.scale, "convert")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(edlm_convert_job),
     shell:
         "python -m methods.efficient_dlm convert --config {params.cfg:q} --variant {wildcards.variant} "
-        "--ar {input.ar} --data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+        "--ar {input.ar} --data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule edlm_eval:
@@ -95,17 +93,16 @@ rule edlm_eval:
     benchmark:
         f"{ED}/benchmarks/edlm_eval.tsv"
     params:
+        runtime=runtime_of(edlm_eval_job),
         cfg=lambda wc: as_json(edlm(wc.scale, "eval")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(edlm_eval_job),
     shell:
         "python -m methods.efficient_dlm evaluate --config {params.cfg:q} --ar {input.ar} "
-        "--convs {input.convs} --data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+        "--convs {input.convs} --data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule edlm_report:

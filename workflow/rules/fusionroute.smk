@@ -43,18 +43,17 @@ rule fr_train_expert:
     benchmark:
         f"{FR}/benchmarks/fr_train_expert__{{domain}}.tsv"
     params:
+        runtime=runtime_of(fr_train_expert_job),
         cfg=lambda wc: as_json(fr_cfg(wc.scale, "expert")),
         seed=lambda wc: fr(wc.scale, "seed"),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(fr_train_expert_job),
     shell:
         "python -m methods.fusionroute expert --config {params.cfg:q} --domain {wildcards.domain} "
-        "--seed {params.seed} --data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+        "--seed {params.seed} --data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule fr_sft_router:
@@ -70,18 +69,17 @@ rule fr_sft_router:
     benchmark:
         f"{FR}/benchmarks/fr_sft_router.tsv"
     params:
+        runtime=runtime_of(fr_sft_router_job),
         cfg=lambda wc: as_json(fr_cfg(wc.scale, "router")),
         seed=lambda wc: fr(wc.scale, "seed"),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(fr_sft_router_job),
     shell:
         "python -m methods.fusionroute sft --config {params.cfg:q} --seed {params.seed} "
-        "--data {input.data} --experts {input.experts} --out {output} --threads {threads} > {log} 2>&1"
+        "--data {input.data} --experts {input.experts} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule fr_cdpo:
@@ -99,18 +97,17 @@ rule fr_cdpo:
     benchmark:
         f"{FR}/benchmarks/fr_cdpo.tsv"
     params:
+        runtime=runtime_of(fr_cdpo_job),
         cfg=lambda wc: as_json(fr_cfg(wc.scale, "cdpo", eval=fr(wc.scale, "eval"))),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(fr_cdpo_job),
     shell:
         "python -m methods.fusionroute cdpo --config {params.cfg:q} --data {input.data} "
         "--experts {input.experts} --router {input.router} --out {output.router} "
-        "--prefs {output.prefs} --threads {threads} > {log} 2>&1"
+        "--prefs {output.prefs} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule fr_eval:
@@ -137,19 +134,18 @@ rule fr_eval:
     benchmark:
         f"{FR}/benchmarks/fr_eval.tsv"
     params:
+        runtime=runtime_of(fr_eval_job),
         cfg=lambda wc: as_json(fr_cfg(wc.scale, "eval")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(fr_eval_job),
     shell:
         "python -m methods.fusionroute evaluate --config {params.cfg:q} --data {input.data} "
         "--experts {input.experts} --sft {input.sft} --cdpo {input.cdpo} --out {output.metrics} "
         "--summary {output.summary} --table {output.table} --figure {output.figure} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 FIGURES["fusionroute"] = lambda scale: [f"{RESULTS}/{scale}/fusionroute/figures/em_by_domain.png"]

@@ -45,17 +45,16 @@ rule lfq_train_fp:
     benchmark:
         f"{LQ}/benchmarks/lfq_train_fp.tsv"
     params:
+        runtime=runtime_of(lfq_train_fp_job),
         cfg=lambda wc: as_json(lq(wc.scale, "base")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(lfq_train_fp_job),
     shell:
         "python -m methods.lfq train --config {params.cfg:q} --data {input.data} --out {output} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule lfq_calibrate:
@@ -96,17 +95,16 @@ rule lfq_quantize:
     benchmark:
         f"{LQ}/benchmarks/lfq_quantize__{{method}}-{{qcfg}}.tsv"
     params:
+        runtime=runtime_of(lfq_quantize_job),
         cfg=lambda wc: as_json(lq_quant_cfg(wc.scale, wc.qcfg)),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(lfq_quantize_job),
     shell:
         "python -m methods.lfq quantize --config {params.cfg:q} --method {wildcards.method} "
-        "--base {input.base} --calib {input.calib} --out {output} --threads {threads} > {log} 2>&1"
+        "--base {input.base} --calib {input.calib} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule lfq_final:
@@ -123,18 +121,17 @@ rule lfq_final:
     benchmark:
         f"{LQ}/benchmarks/lfq_final__{{method}}-{{objective}}-{{qcfg}}.tsv"
     params:
+        runtime=runtime_of(lfq_final_job),
         cfg=lambda wc: as_json(lq_quant_cfg(wc.scale, wc.qcfg)),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(lfq_final_job),
     shell:
         "python -m methods.lfq final --config {params.cfg:q} --objective {wildcards.objective} "
         "--base {input.base} --quantized {input.quantized} --calib {input.calib} --out {output} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule lfq_evaluate:
@@ -151,17 +148,16 @@ rule lfq_evaluate:
     benchmark:
         f"{LQ}/benchmarks/lfq_evaluate__{{qcfg}}.tsv"
     params:
+        runtime=runtime_of(lfq_evaluate_job),
         cfg=lambda wc: as_json(lq(wc.scale, "eval")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(lfq_evaluate_job),
     shell:
         "python -m methods.lfq evaluate --config {params.cfg:q} --fp {input.fp} --models {input.models} "
-        "--data {input.data} --setting {wildcards.qcfg} --out {output} --threads {threads} > {log} 2>&1"
+        "--data {input.data} --setting {wildcards.qcfg} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule lfq_report:

@@ -43,17 +43,16 @@ rule pid_train:
     benchmark:
         f"{PD}/benchmarks/pid_train__{{pid_mix}}.tsv"
     params:
+        runtime=runtime_of(pid_train_job),
         cfg=lambda wc: as_json(pid(wc.scale, "train")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(pid_train_job),
     shell:
         "python -m methods.pid train --config {params.cfg:q} --mix {wildcards.pid_mix} --data {input.data} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule pid_decide:
@@ -70,17 +69,16 @@ rule pid_decide:
     benchmark:
         f"{PD}/benchmarks/pid_decide.tsv"
     params:
+        runtime=runtime_of(pid_decide_job),
         cfg=lambda wc: as_json(pid(wc.scale, "train")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(pid_decide_job),
     shell:
         "python -m methods.pid decide --config {params.cfg:q} --data {input.data} --models {input.models} "
-        "--out {output.decisions} --interventions {output.interventions} --threads {threads} > {log} 2>&1"
+        "--out {output.decisions} --interventions {output.interventions} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule pid_pid:
@@ -96,6 +94,7 @@ rule pid_pid:
     benchmark:
         f"{PD}/benchmarks/pid_pid.tsv"
     params:
+        runtime=cpu_runtime,
         cfg=lambda wc: as_json(pid(wc.scale, "pid")),
     threads: 1
     conda:
@@ -105,7 +104,7 @@ rule pid_pid:
         runtime=res("runtime"),
     shell:
         "python -m methods.pid pid --config {params.cfg:q} --data {input.data} --decisions {input.decisions} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule pid_reweight:
@@ -121,17 +120,16 @@ rule pid_reweight:
     benchmark:
         f"{PD}/benchmarks/pid_reweight.tsv"
     params:
+        runtime=runtime_of(pid_reweight_job),
         cfg=lambda wc: as_json(pid_reweight_cfg(wc.scale)),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(pid_reweight_job),
     shell:
         "python -m methods.pid reweight --config {params.cfg:q} --data {input.data} --models {input.models} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule pid_aggregate:

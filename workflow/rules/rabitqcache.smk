@@ -41,17 +41,16 @@ rule rabitqcache_train:
     benchmark:
         f"{RQ}/benchmarks/rabitqcache_train.tsv"
     params:
+        runtime=runtime_of(rabitqcache_train_job),
         cfg=lambda wc: as_json(rq(wc.scale, "base")),
     threads: 2
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(rabitqcache_train_job),
     shell:
         "python -m methods.rabitqcache train --config {params.cfg:q} --data {input.data} --out {output} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule rabitqcache_capture:
@@ -67,17 +66,16 @@ rule rabitqcache_capture:
     benchmark:
         f"{RQ}/benchmarks/rabitqcache_capture.tsv"
     params:
+        runtime=runtime_of(rabitqcache_capture_job),
         cfg=lambda wc: as_json({**rq(wc.scale, "capture"), "method": rq(wc.scale, "method")}),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(rabitqcache_capture_job),
     shell:
         "python -m methods.rabitqcache capture --config {params.cfg:q} --model {input.model} "
-        "--data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule rabitqcache_estimator:
@@ -92,6 +90,7 @@ rule rabitqcache_estimator:
     benchmark:
         f"{RQ}/benchmarks/rabitqcache_estimator.tsv"
     params:
+        runtime=cpu_runtime,
         cfg=lambda wc: as_json(rq_estimator_cfg(wc.scale)),
     threads: 1
     conda:
@@ -101,7 +100,7 @@ rule rabitqcache_estimator:
         runtime=res("runtime"),
     shell:
         "python -m methods.rabitqcache estimator --config {params.cfg:q} --capture {input.capture} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule rabitqcache_sparse:
@@ -118,17 +117,16 @@ rule rabitqcache_sparse:
     benchmark:
         f"{RQ}/benchmarks/rabitqcache_sparse.tsv"
     params:
+        runtime=runtime_of(rabitqcache_sparse_job),
         cfg=lambda wc: as_json({**rq(wc.scale, "sparse"), "method": rq(wc.scale, "method")}),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(rabitqcache_sparse_job),
     shell:
         "python -m methods.rabitqcache sparse --config {params.cfg:q} --model {input.model} "
-        "--data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule rabitqcache_lm_eval:
@@ -143,17 +141,16 @@ rule rabitqcache_lm_eval:
     benchmark:
         f"{RQ}/benchmarks/rabitqcache_lm_eval.tsv"
     params:
+        runtime=runtime_of(rabitqcache_lm_eval_job),
         cfg=lambda wc: as_json(rq_lm_eval_cfg(wc.scale)),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(rabitqcache_lm_eval_job),
     shell:
         "python -m methods.rabitqcache lm_eval --config {params.cfg:q} --model {input.model} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule rabitqcache_report:

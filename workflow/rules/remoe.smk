@@ -39,17 +39,16 @@ rule remoe_pretrain:
     benchmark:
         f"{RM}/benchmarks/remoe_pretrain.tsv"
     params:
+        runtime=runtime_of(remoe_pretrain_job),
         cfg=lambda wc: as_json(rm(wc.scale, "pretrain")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(remoe_pretrain_job),
     shell:
         "python -m methods.remoe pretrain --config {params.cfg:q} --data {input.data} "
-        "--out {output.ckpt} --log_json {output.log_json} --threads {threads} > {log} 2>&1"
+        "--out {output.ckpt} --log_json {output.log_json} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule remoe_finetune:
@@ -68,18 +67,17 @@ rule remoe_finetune:
     wildcard_constraints:
         rm_variant=r"[a-z][a-z0-9_]*",
     params:
+        runtime=runtime_of(remoe_finetune_job),
         cfg=lambda wc: as_json(rm_ft_cfg(wc.scale, wc.rm_variant)),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(remoe_finetune_job),
     shell:
         "python -m methods.remoe finetune --config {params.cfg:q} --base {input.base} "
         "--data {input.data} --out {output.ckpt} --log_json {output.log_json} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule remoe_trace:
@@ -95,17 +93,16 @@ rule remoe_trace:
     benchmark:
         f"{RM}/benchmarks/remoe_trace.tsv"
     params:
+        runtime=runtime_of(remoe_trace_job),
         cfg=lambda wc: as_json(rm(wc.scale, "trace")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(remoe_trace_job),
     shell:
         "python -m methods.remoe trace --config {params.cfg:q} --ckpts {input.ckpts} "
-        "--data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule remoe_analyze:

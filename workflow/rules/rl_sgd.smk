@@ -44,17 +44,16 @@ rule rs_warmstart:
     benchmark:
         f"{RS}/benchmarks/rs_warmstart__d{{rs_w}}.tsv"
     params:
+        runtime=runtime_of(rs_warmstart_job),
         cfg=lambda wc: as_json(rs_warm_cfg(wc.scale)),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(rs_warmstart_job),
     shell:
         "python -m methods.rl_sgd warmstart --config {params.cfg:q} --width {wildcards.rs_w} "
-        "--data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule rs_grpo:
@@ -70,18 +69,17 @@ rule rs_grpo:
     benchmark:
         f"{RS}/benchmarks/rs_grpo__d{{rs_w}}_{{rs_opt}}_lr{{rs_lr}}_s{{seed}}.tsv"
     params:
+        runtime=runtime_of(rs_grpo_job),
         cfg=lambda wc: as_json(rs(wc.scale, "grpo")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(rs_grpo_job),
     shell:
         "python -m methods.rl_sgd grpo --config {params.cfg:q} --optimizer {wildcards.rs_opt} "
         "--lr {wildcards.rs_lr} --seed {wildcards.seed} --base {input.base} --data {input.data} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule rs_sparsity:
@@ -97,6 +95,7 @@ rule rs_sparsity:
     benchmark:
         f"{RS}/benchmarks/rs_sparsity.tsv"
     params:
+        runtime=cpu_runtime,
         cfg=lambda wc: as_json(rs(wc.scale, "sparsity")),
     threads: 1
     conda:
@@ -106,7 +105,7 @@ rule rs_sparsity:
         runtime=res("runtime"),
     shell:
         "python -m methods.rl_sgd sparsity --config {params.cfg:q} --runs {input.runs} "
-        "--bases {input.bases} --out {output} --threads {threads} > {log} 2>&1"
+        "--bases {input.bases} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule rs_sft:
@@ -122,17 +121,16 @@ rule rs_sft:
     benchmark:
         f"{RS}/benchmarks/rs_sft.tsv"
     params:
+        runtime=runtime_of(rs_sft_job),
         cfg=lambda wc: as_json(rs(wc.scale, "sft")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(rs_sft_job),
     shell:
         "python -m methods.rl_sgd sft --config {params.cfg:q} --base {input.base} --data {input.data} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule rs_trl_check:
@@ -146,6 +144,7 @@ rule rs_trl_check:
     benchmark:
         f"{RS}/benchmarks/rs_trl_check.tsv"
     params:
+        runtime=cpu_runtime,
         cfg=lambda wc: as_json(rs(wc.scale, "trl_check")),
     threads: 1
     conda:
@@ -155,7 +154,7 @@ rule rs_trl_check:
         runtime=res("runtime"),
     shell:
         "TQDM_DISABLE=1 python -m methods.rl_sgd trl_check --config {params.cfg:q} --out {output} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule rs_aggregate:

@@ -16,17 +16,16 @@ rule sc_member:
     benchmark:
         f"{SC}/benchmarks/sc_member__{{xm}}.tsv"
     params:
+        runtime=runtime_of(sc_member_job),
         cfg=lambda wc: as_json({"members": [m for m in sc(wc.scale, "extra_members") if m["name"] == wc.xm]}),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(sc_member_job),
     shell:
         "python -m methods.model_pool train --config {params.cfg:q} --member {wildcards.xm} "
-        "--data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule sc_outcomes:
@@ -42,17 +41,16 @@ rule sc_outcomes:
     benchmark:
         f"{SC}/benchmarks/sc_outcomes.tsv"
     params:
+        runtime=runtime_of(sc_outcomes_job),
         cfg=lambda wc: as_json(sc(wc.scale, "outcomes")),
     threads: 2  # outcomes → SFT → GRPO → route is the DAG's sequential tail: 2 torch threads, ≈1.5× faster
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(sc_outcomes_job),
     shell:
         "python -m methods.scope outcomes --config {params.cfg:q} --members {input.members} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule sc_sft:
@@ -69,17 +67,16 @@ rule sc_sft:
     wildcard_constraints:
         variant="anchors|noanchor",
     params:
+        runtime=runtime_of(sc_sft_job),
         cfg=lambda wc: as_json(sc(wc.scale, "predictor")),
     threads: 2
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(sc_sft_job),
     shell:
         "python -m methods.scope sft --config {params.cfg:q} --outcomes {input.outcomes} "
-        "--variant {wildcards.variant} --out {output} --threads {threads} > {log} 2>&1"
+        "--variant {wildcards.variant} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule sc_grpo:
@@ -95,17 +92,16 @@ rule sc_grpo:
     benchmark:
         f"{SC}/benchmarks/sc_grpo.tsv"
     params:
+        runtime=runtime_of(sc_grpo_job),
         cfg=lambda wc: as_json(sc(wc.scale, "predictor")),
     threads: 2
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(sc_grpo_job),
     shell:
         "python -m methods.scope grpo --config {params.cfg:q} --outcomes {input.outcomes} --sft {input.sft} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule sc_route:
@@ -132,19 +128,18 @@ rule sc_route:
     benchmark:
         f"{SC}/benchmarks/sc_route.tsv"
     params:
+        runtime=runtime_of(sc_route_job),
         cfg=lambda wc: as_json({"route": sc(wc.scale, "route"), "k_prompt": sc(wc.scale, "predictor", "k_prompt")}),
         out_dir=lambda wc: f"{RESULTS}/{wc.scale}/scope",
     threads: 2
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(sc_route_job),
     shell:
         "python -m methods.scope route --config {params.cfg:q} --outcomes {input.outcomes} --rl {input.rl} "
         "--sft {input.sft} --noanchor {input.noanchor} --out_dir {params.out_dir} --summary {output.summary} "
-        "--figure {output.figure} --threads {threads} > {log} 2>&1"
+        "--figure {output.figure} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 FIGURES["scope"] = lambda scale: [f"{RESULTS}/{scale}/scope/figures/pareto.png"]

@@ -31,11 +31,40 @@ rule sn_data:
         "python -m methods.siamesenorm data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
 
+rule sn_shards:
+    """train.txt and val.txt tokenized once into on-disk shards (train/, val/) that every run
+    of the sweep reads by (seed, step): no step holds the corpus in memory."""
+    input:
+        data=f"{SN}/data",
+        code=code(None, "core.shards", "core.data", "core.tokenizer", "core.__main__"),
+    output:
+        directory(f"{SN}/shards"),
+    log:
+        f"{SN}/logs/shards.log",
+    benchmark:
+        f"{SN}/benchmarks/sn_shards.tsv"
+    params:
+        # the files' newlines separate the documents already; without EOS the shards hold the
+        # ids of the whole text, as when it was tokenized in one piece
+        eos="no",
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.core shards --source {input.data}/train.txt --val-source {input.data}/val.txt "
+        "--tokenizer {input.data}/tokenizer --eos {params.eos} --out {output} > {log} 2>&1"
+
+
 rule sn_train:
     """One run of the sweep; resumes from its checkpoint after a crash."""
     input:
         data=f"{SN}/data",
-        code=code("siamesenorm", "run", "model", "core.train", "core.models", "core.data", "core.tokenizer"),
+        shards=f"{SN}/shards",
+        code=code("siamesenorm", "run", "model", "core.train", "core.models", "core.data", "core.shards",
+                  "core.tokenizer"),
     output:
         directory(f"{SN}/runs/{{scheme}}_lr{{lr}}_s{{seed}}"),
     log:
@@ -43,19 +72,20 @@ rule sn_train:
     benchmark:
         f"{SN}/benchmarks/sn_train__{{scheme}}_lr{{lr}}_s{{seed}}.tsv"
     params:
+        runtime=runtime_of(sn_train_job),
         cfg=lambda wc: as_json(sn(wc.scale, "run")),
         ckpt=f"{SN}/checkpoints/{{scheme}}_lr{{lr}}_s{{seed}}.pt",
+        launch=launcher,  # python, or torchrun over the job's GPUs (common.smk)
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(sn_train_job),
     shell:
-        "python -m methods.siamesenorm train --config {params.cfg:q} --scheme {wildcards.scheme} "
-        "--lr {wildcards.lr} --seed {wildcards.seed} --data {input.data} --checkpoint {params.ckpt} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "{params.launch} -m methods.siamesenorm train --config {params.cfg:q} --scheme {wildcards.scheme} "
+        "--lr {wildcards.lr} --seed {wildcards.seed} --data {input.data} --shards {input.shards} "
+        "--checkpoint {params.ckpt} "
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule sn_steptime:
@@ -69,17 +99,16 @@ rule sn_steptime:
     benchmark:
         f"{SN}/benchmarks/sn_steptime.tsv"
     params:
+        runtime=runtime_of(sn_steptime_job),
         cfg=lambda wc: as_json(sn_steptime_cfg(wc.scale)),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(sn_steptime_job),
     shell:
         "python -m methods.siamesenorm steptime --config {params.cfg:q} --out {output} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule sn_evaluate:
@@ -95,17 +124,16 @@ rule sn_evaluate:
     benchmark:
         f"{SN}/benchmarks/sn_evaluate.tsv"
     params:
+        runtime=runtime_of(sn_evaluate_job),
         cfg=lambda wc: as_json(sn(wc.scale, "eval")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(sn_evaluate_job),
     shell:
         "python -m methods.siamesenorm evaluate --config {params.cfg:q} --runs {input.runs} "
-        "--data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule sn_aggregate:

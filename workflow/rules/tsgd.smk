@@ -50,7 +50,7 @@ rule tsgd_baselines:
     resources:
         mem_mb=res("mem_mb"),
         runtime=res("runtime"),
-        gpu=res("gpu"),
+        # no gpu: the solver and reflector are LLM endpoints (config `endpoints`) this job calls
     shell:
         "python -m methods.tsgd baselines --config {params.cfg:q} --data {input.data} "
         "--out {output.out} --curve {output.curve} > {log} 2>&1"
@@ -76,7 +76,7 @@ rule tsgd_train:
     resources:
         mem_mb=res("mem_mb"),
         runtime=res("runtime"),
-        gpu=res("gpu"),
+        # no gpu: the solver and reflector are LLM endpoints (config `endpoints`) this job calls
     shell:
         "python -m methods.tsgd train --config {params.cfg:q} --variant {wildcards.tsvariant} "
         "--data {input.data} --out {output.out} --trace {output.trace} > {log} 2>&1"

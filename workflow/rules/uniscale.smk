@@ -39,17 +39,16 @@ rule pool_train_member:
     benchmark:
         f"{POOL}/benchmarks/pool_train_member__{{member}}.tsv"
     params:
+        runtime=runtime_of(pool_train_member_job),
         cfg=lambda wc: as_json(us(wc.scale, "pool")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(pool_train_member_job),
     shell:
         "python -m methods.model_pool train --config {params.cfg:q} --member {wildcards.member} "
-        "--data {input.data} --out {output} --threads {threads} > {log} 2>&1"
+        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule pool_train_verifier:
@@ -66,17 +65,16 @@ rule pool_train_verifier:
     benchmark:
         f"{POOL}/benchmarks/pool_train_verifier.tsv"
     params:
+        runtime=runtime_of(pool_train_verifier_job),
         cfg=lambda wc: as_json(us(wc.scale, "pool")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(pool_train_verifier_job),
     shell:
         "python -m methods.model_pool verifier --config {params.cfg:q} --data {input.data} --out {output} "
-        "--members {input.members} --threads {threads} > {log} 2>&1"
+        "--members {input.members} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule pool_costs:
@@ -92,17 +90,16 @@ rule pool_costs:
     benchmark:
         f"{POOL}/benchmarks/pool_costs.tsv"
     params:
+        runtime=runtime_of(pool_costs_job),
         cfg=lambda wc: as_json(us(wc.scale, "pool")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(pool_costs_job),
     shell:
         "python -m methods.model_pool costs --config {params.cfg:q} --members {input.members} "
-        "--verifier {input.verifier} --out {output} --threads {threads} > {log} 2>&1"
+        "--verifier {input.verifier} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule us_build_table:
@@ -120,18 +117,17 @@ rule us_build_table:
     benchmark:
         f"{US}/benchmarks/us_build_table.tsv"
     params:
+        runtime=runtime_of(us_build_table_job),
         cfg=lambda wc: as_json(us(wc.scale, "table")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(us_build_table_job),
     shell:
         "python -m methods.uniscale table --config {params.cfg:q} --members {input.members} "
         "--verifier {input.verifier} --costs {input.costs} --data {input.data} --out {output} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule us_analyze:

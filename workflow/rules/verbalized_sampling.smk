@@ -67,17 +67,16 @@ rule vs_pretrain:
     benchmark:
         f"{VSD}/benchmarks/vs_pretrain.tsv"
     params:
+        runtime=runtime_of(vs_pretrain_job),
         cfg=lambda wc: as_json(vs(wc.scale, "pretrain")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(vs_pretrain_job),
     shell:
         "python -m methods.verbalized_sampling pretrain --config {params.cfg:q} --data {input.data} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule vs_dpo:
@@ -93,17 +92,16 @@ rule vs_dpo:
     benchmark:
         f"{VSD}/benchmarks/vs_dpo.tsv"
     params:
+        runtime=runtime_of(vs_dpo_job),
         cfg=lambda wc: as_json(vs(wc.scale, "dpo")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(vs_dpo_job),
     shell:
         "python -m methods.verbalized_sampling dpo --config {params.cfg:q} --data {input.data} "
-        "--base {input.base} --out {output} --threads {threads} > {log} 2>&1"
+        "--base {input.base} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule vs_sample:
@@ -119,17 +117,16 @@ rule vs_sample:
     benchmark:
         f"{VSD}/benchmarks/vs_sample__{{vsmodel}}.tsv"
     params:
-        cfg=lambda wc: as_json(vs(wc.scale, "sample")),
+        runtime=runtime_of(vs_sample_job),
+        cfg=lambda wc: as_json(vs_sample_cfg(wc.scale, wc.vsmodel)),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(vs_sample_job),
     shell:
         "python -m methods.verbalized_sampling sample --config {params.cfg:q} --data {input.data} "
-        "--model {input.model} --out {output} --threads {threads} > {log} 2>&1"
+        "--model {input.model} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule vs_analyze:

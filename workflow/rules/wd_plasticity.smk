@@ -61,12 +61,41 @@ rule wdp_tokenizer:
         "--vocab-size {params.vocab} --out {output} > {log} 2>&1"
 
 
-rule wdp_pretrain:
-    """One base model at weight decay λ; resumes from its checkpoint after a crash."""
+rule wdp_shards:
+    """pretrain.txt and val.txt tokenized once into on-disk shards (train/, val/), which
+    pretraining and the probes read by (seed, step): no step holds the corpus in memory."""
     input:
         data=f"{WDP}/data",
         tokenizer=f"{WDP}/tokenizer",
-        code=code("wd_plasticity", "pretrain", "core.train", "core.models", "core.data", "core.tokenizer"),
+        code=code(None, "core.shards", "core.data", "core.tokenizer", "core.__main__"),
+    output:
+        directory(f"{WDP}/shards"),
+    log:
+        f"{WDP}/logs/shards.log",
+    benchmark:
+        f"{WDP}/benchmarks/wdp_shards.tsv"
+    params:
+        # the files' newlines separate the documents already; without EOS the shards hold the
+        # ids of the whole text, as when it was tokenized in one piece
+        eos="no",
+    threads: 1
+    conda:
+        conda_env
+    resources:
+        mem_mb=res("mem_mb"),
+        runtime=res("runtime"),
+    shell:
+        "python -m methods.core shards --source {input.data}/pretrain.txt --val-source {input.data}/val.txt "
+        "--tokenizer {input.tokenizer} --eos {params.eos} --out {output} > {log} 2>&1"
+
+
+rule wdp_pretrain:
+    """One base model at weight decay λ; resumes from its checkpoint after a crash."""
+    input:
+        shards=f"{WDP}/shards",
+        tokenizer=f"{WDP}/tokenizer",
+        code=code("wd_plasticity", "pretrain", "core.train", "core.models", "core.data", "core.shards",
+                  "core.tokenizer"),
     output:
         directory(f"{WDP}/base/wd{{wd}}_s{{seed}}"),
     log:
@@ -74,19 +103,19 @@ rule wdp_pretrain:
     benchmark:
         f"{WDP}/benchmarks/wdp_pretrain__wd{{wd}}_s{{seed}}.tsv"
     params:
+        runtime=runtime_of(wdp_pretrain_job),
         cfg=lambda wc: as_json(wdp(wc.scale, "pretrain")),
         ckpt=f"{WDP}/checkpoints/base_wd{{wd}}_s{{seed}}.pt",
+        launch=launcher,  # python, or torchrun over the job's GPUs (common.smk)
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(wdp_pretrain_job),
     shell:
-        "python -m methods.wd_plasticity pretrain --config {params.cfg:q} --weight-decay {wildcards.wd} --seed {wildcards.seed} "
-        "--data {input.data} --tokenizer {input.tokenizer} --checkpoint {params.ckpt} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "{params.launch} -m methods.wd_plasticity pretrain --config {params.cfg:q} --weight-decay {wildcards.wd} --seed {wildcards.seed} "
+        "--shards {input.shards} --tokenizer {input.tokenizer} --checkpoint {params.ckpt} "
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule wdp_finetune:
@@ -103,18 +132,17 @@ rule wdp_finetune:
     benchmark:
         f"{WDP}/benchmarks/wdp_finetune__wd{{wd}}_s{{seed}}_{{task}}.tsv"
     params:
+        runtime=runtime_of(wdp_finetune_job),
         cfg=lambda wc: as_json(wdp(wc.scale, "finetune")),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(wdp_finetune_job),
     shell:
         "python -m methods.wd_plasticity finetune --config {params.cfg:q} --base {input.base} "
         "--task-dir {input.data}/tasks/{wildcards.task} --seed {wildcards.seed} "
-        "--out {output.model} --metrics {output.metrics} --threads {threads} > {log} 2>&1"
+        "--out {output.model} --metrics {output.metrics} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule wdp_lm_eval_tasks:
@@ -157,20 +185,19 @@ rule wdp_evaluate:
     benchmark:
         f"{WDP}/benchmarks/wdp_evaluate__wd{{wd}}_s{{seed}}.tsv"
     params:
+        runtime=runtime_of(wdp_evaluate_job),
         cfg=lambda wc: as_json(wdp(wc.scale, "eval")),
         tasks=lambda wc: " ".join(wdp_tasks(wc.scale)),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(wdp_evaluate_job),
     shell:
         "python -m methods.wd_plasticity evaluate --config {params.cfg:q} --base {input.base} --tasks-dir {input.tasks} "
         "--tasks {params.tasks} "
         "--ft-dirs {input.ft} --ft-metrics {input.ft_metrics} --weight-decay {wildcards.wd} "
-        "--seed {wildcards.seed} --out {output} --threads {threads} > {log} 2>&1"
+        "--seed {wildcards.seed} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule wdp_probes:
@@ -178,7 +205,8 @@ rule wdp_probes:
     input:
         base=f"{WDP}/base/wd{{wd}}_s{{seed}}",
         data=f"{WDP}/data",
-        code=code("wd_plasticity", "probes", "pretrain", "core.train", "core.models", "core.data"),
+        shards=f"{WDP}/shards",
+        code=code("wd_plasticity", "probes", "pretrain", "core.train", "core.models", "core.data", "core.shards"),
     output:
         f"{WDP}/probes/wd{{wd}}_s{{seed}}.json",
     log:
@@ -186,19 +214,19 @@ rule wdp_probes:
     benchmark:
         f"{WDP}/benchmarks/wdp_probes__wd{{wd}}_s{{seed}}.tsv"
     params:
+        runtime=runtime_of(wdp_probes_job),
         cfg=lambda wc: as_json(wdp(wc.scale, "probes")),
         seq_len=lambda wc: wdp(wc.scale, "pretrain", "seq_len"),
     threads: 1
     conda:
         conda_env
     resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        gpu=res("gpu"),
+        **sized(wdp_probes_job),
     shell:
         "python -m methods.wd_plasticity probes --config {params.cfg:q} --base {input.base} --data {input.data} "
+        "--shards {input.shards} "
         "--seq-len {params.seq_len} --weight-decay {wildcards.wd} --seed {wildcards.seed} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule wdp_aggregate:
