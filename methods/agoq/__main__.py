@@ -80,7 +80,7 @@ def build_parser():
 
     s = step("data", _data, "generate the PCFG + arithmetic corpus and the char tokenizer")
     s.add_argument("--out", required=True)
-    s = step("train", _train, "train one variant data-parallel over world_size gloo processes")
+    s = step("train", _train, "train one variant data-parallel over world_size processes (gloo on CPU, nccl on GPUs)")
     for k in ("data", "shards", "out"):
         s.add_argument(f"--{k}", required=True)
     cli.add_threads(s, default=2)

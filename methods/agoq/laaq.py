@@ -75,7 +75,9 @@ class SavedActivationQuantizer:
                  track_originals: bool = False):
         self.policy, self.group, self.stochastic, self.min_numel = policy, group, stochastic, min_numel
         self.param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
-        self.gen = torch.Generator().manual_seed(seed)
+        # stochastic rounding draws on the device of the activations (the model's)
+        dev = next(model.parameters()).device
+        self.gen = torch.Generator(device=dev).manual_seed(seed)
         self.track = track_originals
         self.stack: list[str] = []
         self.stage = 0

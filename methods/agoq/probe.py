@@ -33,14 +33,19 @@ class ProbeConfig:
 
 
 def _grad(model, params, ids, labels, quantizer=None):
+    """The flat gradient of one batch, computed as the runs train: on the runtime's device,
+    fp32 master weights, forward under its autocast."""
+    import contextlib
+
     import torch.nn.functional as F
 
+    from methods.core.runtime import current
+
+    rt = current()
+    ids, labels = rt.to_device(ids), rt.to_device(labels)
     model.zero_grad(set_to_none=True)
-    if quantizer is None:
+    with quantizer if quantizer is not None else contextlib.nullcontext(), rt.autocast():
         logits = model(input_ids=ids).logits
-    else:
-        with quantizer:
-            logits = model(input_ids=ids).logits
     F.cross_entropy(logits.float().flatten(0, 1), labels.flatten()).backward()
     import torch
 
@@ -56,7 +61,7 @@ def run_probe(cfg: ProbeConfig, model_dir, shards_dir, variants: list[Variant]) 
     from .laaq import BitPolicy, SavedActivationQuantizer
     from .quangrad import FP32_SLACK, bf16_mean, naive_ring_mean_sim, quangrad_mean_sim, rel_l2
 
-    model, _ = load_model(model_dir)
+    model, _ = load_model(model_dir, training=True)  # fp32 master weights, as in training
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     stream = ShardedTokenStream(Path(shards_dir) / "train", cfg.seq_len)

@@ -77,7 +77,7 @@ def quangrad_mean_sim(grads: list[torch.Tensor], block: int = BLOCK) -> tuple[to
     n = grads[0].numel()
     per, length = _chunked(n, len(grads), block)
     qs = [sym_quant(_pad(g.reshape(-1).float(), length), 8, block) for g in grads]
-    total = torch.zeros(length)
+    total = torch.zeros(length, device=grads[0].device)
     for q, s in qs:  # rank order, fp32, as the chunk owners do
         total += sym_dequant(q, s)
     mean = total / len(grads)

@@ -111,7 +111,7 @@ def group_quant(x: torch.Tensor, bits: int, group: int = 128, stochastic: bool =
     s, z = minmax_params(g, bits, stochastic)
     v = g / s[:, None]
     if stochastic:
-        v.add_(torch.rand(v.shape, generator=generator)).floor_()
+        v.add_(torch.rand(v.shape, generator=generator, device=v.device)).floor_()
     else:
         v.round_()
     q = v.add_(z[:, None]).clamp_(0, 2 ** bits - 1)

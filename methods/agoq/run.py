@@ -1,5 +1,6 @@
 """One training run of the AGoQ study (card §5 step 2), data-parallel over `world_size` real
-torch.distributed processes (gloo on 127.0.0.1 on CPU).
+torch.distributed processes on this host: gloo over 127.0.0.1 on CPU, nccl with one GPU per
+rank on CUDA (the process-group backend follows the runtime device, `backend_for`).
 
 A small DDP-style loop instead of the shared single-process trainer, so the gradient
 all-reduce is ours: every rank takes rows rank::W of the step's global batch (a pure function of
@@ -49,8 +50,7 @@ class RunConfig:
     train: TrainConfig
     variant: Variant
     seq_len: int = 64
-    world_size: int = 2
-    backend: str = "gloo"          # gloo (CPU) | nccl (paper scale, one GPU per rank)
+    world_size: int = 2            # ranks, one GPU each on CUDA
     hub_id: str | None = None      # paper scale: the model's shape from a hub config (fresh init)
     eval_batches: int = 8
     n_stages: int = 2              # virtual pipeline stages (card §5: layers 0–1 | 2–3)
@@ -65,8 +65,6 @@ class RunConfig:
         if self.world_size < 1 or self.train.batch_size % self.world_size:
             raise InputError(f"config key 'train.batch_size' ({self.train.batch_size}) must be a multiple "
                              f"of 'world_size' ({self.world_size})")
-        if self.backend not in ("gloo", "nccl"):
-            raise InputError(f"config key 'backend': {self.backend!r} is not gloo or nccl")
         if not 1 <= self.loss_window <= self.train.steps:
             raise InputError(f"config key 'loss_window' must be in [1, train.steps], got {self.loss_window}")
 
@@ -77,16 +75,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def build(cfg: RunConfig, tok):
+def backend_for(device) -> str:
+    """The process-group backend of ranks that compute on `device`: nccl on CUDA, gloo on CPU."""
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def build(cfg: RunConfig, tok, dtype=None):
+    """A freshly initialised model (seed `cfg.seed`): the tiny Llama of `cfg.model`, or the
+    architecture of the hub config `cfg.hub_id` (no weights). Its parameters are created in
+    `dtype` (default fp32): a hub config names its release dtype (Llama-3.1: bf16), which
+    `from_config` would otherwise train in, without fp32 master weights."""
+    import torch
+
     from methods.core.models import build_model
 
     if cfg.hub_id is None:
-        return build_model(cfg.model, tok, cfg.seed)
-    import torch
+        model = build_model(cfg.model, tok, cfg.seed)
+        return model if dtype is None else model.to(dtype)
     from transformers import AutoConfig, AutoModelForCausalLM
 
     torch.manual_seed(cfg.seed)
-    return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(cfg.hub_id))
+    return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(cfg.hub_id), dtype=dtype or torch.float32)
 
 
 def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, shards_dir: str, out_dir: str,
@@ -95,6 +104,7 @@ def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, sha
     import torch.distributed as dist
     import torch.nn.functional as F
 
+    from methods.core import runtime
     from methods.core.models import save_model
     from methods.core.train import evaluate_loss, lr_factor, make_optimizer
 
@@ -103,15 +113,22 @@ def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, sha
     from .quangrad import FP32_SLACK, Collective, rel_l2
 
     torch.set_num_threads(threads)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group(cfg.backend, rank=rank, world_size=world)
-    tok, stream, val_stream = load(data_dir, shards_dir, cfg.seq_len)
-    model = build(cfg, tok)
-    dev = torch.device("cpu")
-    if cfg.backend == "nccl":  # paper scale: one GPU per rank
-        dev = torch.device("cuda", rank % torch.cuda.device_count())
+    rt = runtime.current()  # the job's runtime (inherited, or from $ICML26_RUNTIME when spawned)
+    dev = rt.device
+    if rt.is_cuda:  # one GPU per rank (train_variant checks that there are enough)
+        dev = torch.device("cuda", rank)
         torch.cuda.set_device(dev)
-        model.to(dev)
+        rt = runtime.bind(dev)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group(backend_for(dev), rank=rank, world_size=world)
+    tok, stream, val_stream = load(data_dir, shards_dir, cfg.seq_len)
+    # created on the rank's device in the training dtype (fp32 master weights): no host copy of
+    # the whole model per rank; then rank 0's weights on every rank, as DDP starts
+    with dev:
+        model = build(cfg, tok, rt.weight_dtype(training=True))
+    with torch.no_grad():
+        for t in [*model.parameters(), *model.buffers()]:
+            dist.broadcast(t, 0)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(model, cfg.train)
@@ -133,7 +150,7 @@ def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, sha
         lr = cfg.train.lr * lr_factor(step, cfg.train)
         for g in opt.param_groups:
             g["lr"] = lr
-        with laaq:
+        with laaq, rt.autocast():  # the runtime's compute dtype (bf16 on GPUs; a no-op in fp32)
             logits = model(input_ids=ids).logits
         if act is None:
             act = laaq.summary()  # shapes are fixed, so every step holds the same bytes
@@ -216,10 +233,15 @@ def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, sha
 def train_variant(cfg: RunConfig, data_dir: str | Path, shards_dir: str | Path, out_dir: str | Path,
                   threads: int) -> dict:
     """Start `world_size` processes on localhost (torch.multiprocessing), each with
-    max(1, threads // world_size) torch threads; rank 0 writes `out_dir`. The processes are
-    forked after the heavy imports, so transformers is imported once per job, not per rank
-    (the parent runs no torch thread pool yet: one thread, nothing computed)."""
+    max(1, threads // world_size) torch threads; rank 0 writes `out_dir`. On CPU the processes
+    are forked after the heavy imports, so transformers is imported once per job, not per rank
+    (the parent runs no torch thread pool yet: one thread, nothing computed). On CUDA they are
+    spawned: the parent initialised CUDA when it activated the runtime, and CUDA cannot be used
+    in a process forked after that; rank r takes GPU r."""
+    import torch
     import torch.multiprocessing as mp
+
+    from methods.core.runtime import current
 
     import transformers.models.llama.modeling_llama  # noqa: F401  (inherited by the forked ranks)
 
@@ -227,11 +249,15 @@ def train_variant(cfg: RunConfig, data_dir: str | Path, shards_dir: str | Path, 
     from methods.core import models, shards, tokenizer, train  # noqa: F401
 
     data.check_inputs(data_dir, shards_dir)  # one line here, not a traceback from every rank
+    cuda = current().is_cuda
+    if cuda and torch.cuda.device_count() < cfg.world_size:
+        raise InputError(f"config key 'world_size': {cfg.world_size} ranks need one GPU each, but "
+                         f"{torch.cuda.device_count()} are visible")
     per = max(1, threads // cfg.world_size)
     try:
         mp.start_processes(_worker, args=(cfg.world_size, free_port(), cfg, str(data_dir), str(shards_dir),
                                           str(out_dir), per),
-                           nprocs=cfg.world_size, join=True, start_method="fork")
+                           nprocs=cfg.world_size, join=True, start_method="spawn" if cuda else "fork")
     except mp.ProcessRaisedException as e:
         last = str(e).strip().splitlines()[-1]
         if "InputError" in last:

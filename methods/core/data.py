@@ -41,6 +41,22 @@ def arithmetic_line(rng: random.Random, max_operand: int = 100) -> str:
 
 
 # ------------------------------------------------------------------------ readers ----
+def _is_saved_dataset(p: Path) -> bool:
+    return p.is_dir() and any((p / f).exists() for f in ("dataset_info.json", "dataset_dict.json"))
+
+
+def _load_saved(p: Path, split: str):
+    """One split of a `datasets.save_to_disk` directory (a Dataset is its own `train`)."""
+    import datasets
+
+    ds = datasets.load_from_disk(str(p))
+    if isinstance(ds, datasets.DatasetDict):
+        if split not in ds:
+            raise InputError(f"{p} has no split {split!r} (has {sorted(ds)})")
+        ds = ds[split]
+    return ds
+
+
 def load_records(source: str | Path, split: str = "train") -> list[dict]:
     """Records from a local JSONL file, a `datasets.save_to_disk` directory, or a hub id.
 
@@ -52,13 +68,8 @@ def load_records(source: str | Path, split: str = "train") -> list[dict]:
         return read_jsonl(p)
     import datasets
 
-    if p.is_dir() and any((p / f).exists() for f in ("dataset_info.json", "dataset_dict.json")):
-        ds = datasets.load_from_disk(str(p))
-        if isinstance(ds, datasets.DatasetDict):
-            if split not in ds:
-                raise InputError(f"{p} has no split {split!r} (has {sorted(ds)})")
-            ds = ds[split]
-        return ds.to_list()
+    if _is_saved_dataset(p):
+        return _load_saved(p, split).to_list()
     if p.exists() and not (p.is_dir() and any(f.is_file() for f in p.rglob("*"))):
         raise InputError(f"not a JSONL file or saved dataset, nor a dataset directory with data files: {p}")
     # a hub id, or a local directory laid out like a hub dataset repository (data files, and
@@ -98,12 +109,8 @@ def stream_texts(source: str | Path, field: str = "text", split: str = "train") 
         return
     import datasets
 
-    if p.is_dir() and any((p / f).exists() for f in ("dataset_info.json", "dataset_dict.json")):
-        ds = datasets.load_from_disk(str(p))
-        if isinstance(ds, datasets.DatasetDict):
-            if split not in ds:
-                raise InputError(f"{p} has no split {split!r} (has {sorted(ds)})")
-            ds = ds[split]
+    if _is_saved_dataset(p):
+        ds = _load_saved(p, split)
         if field not in ds.column_names:
             raise InputError(f"dataset {p} has no field {field!r} (has {ds.column_names})")
         for b in ds.select_columns([field]).iter(batch_size=1024):
@@ -276,7 +283,11 @@ class PromptAnswerBatches:
         self.items = [encode_prompt_answer(tokenizer, p, a, end) for p, a in pairs]
         if not self.items:
             raise InputError("no prompt/answer pairs to train on")
-        self.pad_id = tokenizer.pad_token_id
+        from .tokenizer import ensure_pad
+
+        # the pad id only fills masked positions (labels -100, attention 0); Llama-3 has no
+        # pad token, so its eos serves (ensure_pad), and a tokenizer with neither is an error
+        self.pad_id = ensure_pad(tokenizer)
 
     def collate(self, rows: list[int]) -> dict:
         import torch

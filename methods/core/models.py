@@ -79,6 +79,25 @@ def save_model(model, tokenizer, out_dir: str | Path, extra_files: dict[str, str
             (tmp / name).write_text(text)
 
 
+def save_trained(model, tokenizer, out_dir: str | Path, *, log_path: str | Path | None = None,
+                 extra_files: dict[str, str] | None = None) -> None:
+    """Save a model after `train.train`, under torchrun too: every rank joins the gathering of
+    FSDP shards, rank 0 alone writes the directory — with the training log `log_path` (which
+    exists on rank 0 only) moved in as train_log.jsonl — and the others wait, so that no rank
+    exits while the model is being written."""
+    from . import distributed
+
+    weights = distributed.weights_to_save(model)
+    if distributed.is_main():
+        files = dict(extra_files or {})
+        if log_path is not None:
+            files["train_log.jsonl"] = Path(log_path).read_text()
+        save_model(model, tokenizer, out_dir, state_dict=weights, extra_files=files)
+        if log_path is not None:
+            Path(log_path).unlink()
+    distributed.barrier()
+
+
 def load_model(path: str | Path, dtype=None, attn_implementation: str | None = None,
                training: bool = False):
     """Load (model, tokenizer) from a local directory, or a hub id at paper scale, onto the

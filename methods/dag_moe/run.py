@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from methods.core import distributed
-from methods.core.models import ModelConfig, save_model
+from methods.core.models import ModelConfig, save_trained
 from methods.core.results import InputError
+from methods.core.runtime import current
 from methods.core.train import TrainConfig, train
 
 from . import data as D
@@ -67,9 +67,10 @@ def answer_metrics(model, world: D.World, prompts, answers, batch_size: int) -> 
     """Accuracy (argmax = answer) and mean CE at the answer position, over every prompt."""
     if not prompts:
         return {"acc": float("nan"), "loss": float("nan"), "n": 0}
+    rt = current()  # the model sits on the runtime's device (train() put it there)
     correct, total_loss = 0, 0.0
     for i in range(0, len(prompts), batch_size):
-        b = D.answer_batch(world, prompts[i:i + batch_size], answers[i:i + batch_size])
+        b = rt.to_device(D.answer_batch(world, prompts[i:i + batch_size], answers[i:i + batch_size]))
         logits = model(input_ids=b["input_ids"]).logits[:, -1].float()
         tgt = b["labels"][:, -1]
         total_loss += float(F.cross_entropy(logits, tgt, reduction="sum"))
@@ -85,13 +86,13 @@ def routing_stats(model: DagMoEForCausalLM, batches: list[dict]) -> dict:
     L, E, K = c.num_hidden_layers, c.n_experts, c.moe_k
     counts = torch.zeros(L, E, dtype=torch.float64)
     edge_sum = torch.zeros(L, K, K, dtype=torch.float64)
-    n_tok = 0
+    n_tok, rt = 0, current()
     for b in batches:
-        model(input_ids=b["input_ids"])
-        for layer, r in enumerate(model.routing()):
-            counts[layer] += torch.bincount(r["topk_idx"].reshape(-1), minlength=E).double()
+        model(input_ids=rt.to_device(b["input_ids"]))
+        for layer, r in enumerate(model.routing()):  # tallied on the CPU, wherever the model runs
+            counts[layer] += torch.bincount(r["topk_idx"].reshape(-1), minlength=E).double().cpu()
             if r["edges"] is not None:
-                edge_sum[layer] += r["edges"].double().sum(0)
+                edge_sum[layer] += r["edges"].double().sum(0).cpu()
         n_tok += b["input_ids"].numel()
     cv = (counts.std(dim=1, unbiased=False) / counts.mean(dim=1)).tolist()
     out = {"load_cv": cv, "load_cv_mean": sum(cv) / L}
@@ -141,7 +142,7 @@ def _lm_batches(world: D.World, shards_dir: str | Path | None, cfg: LMConfig, se
     train_s = ShardedTokenStream(Path(shards_dir) / "train", seq)
     val_s = ShardedTokenStream(Path(shards_dir) / "val", seq)
     return (lambda step: train_s.batch(step, cfg.train.batch_size, seed),
-            val_s.sequential_batches(cfg.eval_batch_size, world.cfg.n_val_rows // cfg.eval_batch_size + 1))
+            val_s.sequential_batches(cfg.eval_batch_size, -(-world.cfg.n_val_rows // cfg.eval_batch_size)))
 
 
 def train_lm(cfg: LMConfig, arch: ArchConfig, arch_name: str, seed: int, data_dir: str | Path,
@@ -166,12 +167,8 @@ def train_lm(cfg: LMConfig, arch: ArchConfig, arch_name: str, seed: int, data_di
                "train_step_ms": 1000 * wall / tcfg.steps,  # includes eval and batch generation
                "val_curve": [[r["step"], r["val_loss"]] for r in rows if "val_loss" in r],
                "train_loss_final": next(r["loss"] for r in reversed(rows) if "loss" in r)}
-    # under torchrun every rank trained and evaluated alike; rank 0 alone writes, the others wait
-    weights = distributed.weights_to_save(model)  # FSDP: gathers the shards (every rank)
-    if distributed.is_main():
-        save_model(model, tok, out_dir, state_dict=weights, extra_files={
-            "train_log.jsonl": "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)})
-    distributed.barrier()
+    save_trained(model, tok, out_dir, extra_files={
+        "train_log.jsonl": "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)})
     return metrics
 
 
@@ -212,7 +209,12 @@ def train_compose(cfg: ComposeConfig, aggregation: str, data_dir: str | Path) ->
 def time_steps(models: dict, batch: dict, warmup: int, reps: int) -> dict:
     """Median wall time of one training step (forward + backward + AdamW step, aux loss on) per
     model, the models interleaved in one process (the order rotates every repetition) so that
-    machine load hits all of them alike. Returns ms per step and ratios are left to callers."""
+    machine load hits all of them alike. Returns ms per step and ratios are left to callers.
+    The models sit on the runtime's device; the step runs as `train` runs it (autocast to the
+    compute dtype), and on a GPU the clock waits for the device (kernels are asynchronous)."""
+    rt = current()
+    batch = rt.to_device(batch)
+    sync = torch.cuda.synchronize if rt.is_cuda else (lambda: None)
     names = list(models)
     opts = {n: torch.optim.AdamW(models[n].parameters(), lr=1e-4) for n in names}
     times = {n: [] for n in names}
@@ -221,11 +223,14 @@ def time_steps(models: dict, batch: dict, warmup: int, reps: int) -> dict:
         for n in order:
             model = models[n]
             model.train()
+            sync()
             t0 = time.perf_counter()
-            loss = moe_loss(model, batch)
+            with rt.autocast():
+                loss = moe_loss(model, batch)
             opts[n].zero_grad(set_to_none=True)
             loss.backward()
             opts[n].step()
+            sync()
             dt = time.perf_counter() - t0
             if rep >= warmup:
                 times[n].append(dt)
@@ -239,8 +244,8 @@ def time_archs(run_dirs: dict, world_dir: str | Path, cfg: TimingConfig, seq_len
 
     world = D.load_world(world_dir)
     models = {}
-    for name, d in run_dirs.items():
-        models[name], _ = load_model(d)
+    for name, d in run_dirs.items():  # placed for training: fp32 master weights, as train() keeps them
+        models[name], _ = load_model(d, training=True)
     if world.cfg.source == D.GENERATED:
         batch = D.MixtureBatches(world).batch(0, cfg.batch_size, seed=0, salt=4)
     else:  # any fixed token batch times the same arithmetic

@@ -65,7 +65,7 @@ def _quantize(a):
     # fp32 weights for calibration and the learnable clipping (the runtime's training dtype)
     model, tok = load_model(a.base, training=True)
     t0 = time.perf_counter()
-    qmodel, records, log = quantize_model(model, _load_calib(a.calib), a.method, cfg)
+    qmodel, records, log = quantize_model(model, _load_calib(a.calib), a.method, cfg, in_place=True)
     info = {"method": a.method, "final_block": None, "blocks": log, "wall_s": time.perf_counter() - t0,
             "config": json.loads(a.config)}
     save_quantized(qmodel, tok, records, a.out, cfg.bits, cfg.group_size, info)
@@ -80,13 +80,14 @@ def _final(a):
 
     cli.set_threads(a.threads)
     cfg = from_json(QuantConfig, a.config, "quant")
-    model, tok = load_model(a.base)
-    base_q, _ = load_model(a.quantized)
+    # fp32, as in the quantize step: the final block's clipping is learned (LWC)
+    model, tok = load_model(a.base, training=True)
+    base_q, _ = load_model(a.quantized, training=True)
     records, bits, group = load_records(a.quantized)
     if (bits, group) != (cfg.bits, cfg.group_size):
         raise InputError(f"{a.quantized} is w{bits}g{group}, the config asks for w{cfg.bits}g{cfg.group_size}")
     t0 = time.perf_counter()
-    qmodel, last, log = final_block(model, base_q, _load_calib(a.calib), a.objective, cfg)
+    qmodel, last, log = final_block(model, base_q, _load_calib(a.calib), a.objective, cfg, in_place=True)
     base_info = read_json(Path(a.quantized) / "quant.json")
     info = {"method": base_info["method"], "final_block": log, "blocks": base_info["blocks"],
             "wall_s": time.perf_counter() - t0, "config": json.loads(a.config)}

@@ -171,18 +171,22 @@ def _gptq_block(block, x_q, pe, cfg):
             for name in LINEARS}
 
 
-def quantize_model(model, ids, method: str, cfg: QuantConfig):
-    """Block-wise PTQ of a copy of `model`; returns (qmodel, records, per-block log)."""
+def quantize_model(model, ids, method: str, cfg: QuantConfig, in_place: bool = False):
+    """Block-wise PTQ of a copy of `model`; returns (qmodel, records, per-block log).
+
+    With `in_place`, `model` itself becomes the quantized model: each FP block is needed only
+    until its own output is computed, so the step holds one extra block instead of a second
+    model (a 7B model in fp32 is 30 GB). The result is the same (tested)."""
     if method not in BASELINES:
         raise ValueError(f"unknown baseline {method!r} (one of {BASELINES})")
-    qmodel = copy.deepcopy(model)
+    qmodel = model if in_place else copy.deepcopy(model)
     for p in list(model.parameters()) + list(qmodel.parameters()):
         p.requires_grad_(False)
     x_fp = block_input(model, ids, 0, cfg.forward_batch)
     x_q = x_fp.clone()
     pe = position_embeddings(model, x_fp)
     records, log = {}, []
-    for layer, fp_block in enumerate(model.model.layers):
+    for layer, fp_block in enumerate(list(model.model.layers)):
         y_fp = run_block(fp_block, x_fp, pe, cfg.forward_batch)
         block = copy.deepcopy(fp_block)
         entry = {"layer": layer}
@@ -203,13 +207,14 @@ def quantize_model(model, ids, method: str, cfg: QuantConfig):
     return qmodel, records, log
 
 
-def final_block(model, base_qmodel, ids, objective: str, cfg: QuantConfig):
+def final_block(model, base_qmodel, ids, objective: str, cfg: QuantConfig, in_place: bool = False):
     """LFQ (§3b): the base model's blocks 1…L−1 unchanged, block L re-quantized from its FP
-    weights by LWC under `objective`. Returns (qmodel, records of block L, log)."""
+    weights by LWC under `objective`. Returns (qmodel, records of block L, log); with
+    `in_place`, `base_qmodel` itself gets the new block (no copy of the whole model)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown final-block objective {objective!r} (one of {OBJECTIVES})")
     last = len(model.model.layers) - 1
-    qmodel = copy.deepcopy(base_qmodel)
+    qmodel = base_qmodel if in_place else copy.deepcopy(base_qmodel)
     for p in list(model.parameters()) + list(qmodel.parameters()):
         p.requires_grad_(False)
     x_fp = block_input(model, ids, last, cfg.forward_batch)

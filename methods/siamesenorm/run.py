@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from methods.core import distributed
-from methods.core.models import ModelConfig, save_model
+from methods.core.models import ModelConfig, save_trained
 from methods.core.results import InputError, provenance
 from methods.core.shards import ShardedTokenStream
 from methods.core.tokenizer import load_tokenizer
@@ -97,12 +97,6 @@ def train_run(cfg: RunConfig, scheme: str, lr: float, seed: int, data_dir: str |
         "config": {"model": asdict(cfg.model), "train": asdict(tcfg), "seq_len": cfg.seq_len},
         "provenance": provenance(asdict(cfg), seed, wall),
     }
-    # under torchrun rank 0 alone writes (the log exists on rank 0 only); the others wait
-    weights = distributed.weights_to_save(model)  # FSDP: gathers the shards (every rank)
-    if distributed.is_main():
-        save_model(model, tok, out_dir, state_dict=weights, extra_files={
-            "train_log.jsonl": log.read_text(),
-            "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
-        log.unlink()
-    distributed.barrier()
+    save_trained(model, tok, out_dir, log_path=log, extra_files={
+        "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
     return summary

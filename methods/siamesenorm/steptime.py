@@ -29,9 +29,16 @@ class StepTimeConfig:
     seed: int = 0
 
 
-def time_schemes(cfg: StepTimeConfig, device: str = "cpu") -> dict:
+def time_schemes(cfg: StepTimeConfig, device: str | None = None) -> dict:
+    """Median step time per scheme. The models run on `device`, by default the active runtime's
+    (the GPU of a paper-scale job), with the trainer's precision policy: fp32 master weights
+    and the forward under autocast to the compute dtype (a no-op in fp32)."""
     import torch
 
+    from methods.core.runtime import current
+
+    rt = current()
+    device = torch.device(device) if device is not None else rt.device
     g = torch.Generator().manual_seed(cfg.seed)
     x = torch.randint(0, cfg.vocab_size, (cfg.batch_size, cfg.seq_len), generator=g).to(device)
     runs = {}
@@ -41,15 +48,17 @@ def time_schemes(cfg: StepTimeConfig, device: str = "cpu") -> dict:
         model = SiameseNormForCausalLM(SiameseNormConfig(
             vocab_size=cfg.vocab_size, hidden_size=m.d_model, intermediate_size=m.d_ff,
             num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads, num_key_value_heads=m.n_kv_heads,
-            max_position_embeddings=max(m.max_seq_len, cfg.seq_len), norm_scheme=s)).to(device)
+            max_position_embeddings=max(m.max_seq_len, cfg.seq_len), norm_scheme=s))
+        model.to(device=device, dtype=rt.weight_dtype(training=True))
         runs[s] = (model, torch.optim.AdamW(model.parameters(), lr=1e-4))
 
     def step(model, opt):
-        loss = model(input_ids=x, labels=x).loss
+        with rt.autocast():
+            loss = model(input_ids=x, labels=x).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        if device != "cpu":
+        if device.type == "cuda":  # kernels are asynchronous: the clock waits for the device
             torch.cuda.synchronize()
 
     times = {s: [] for s in cfg.schemes}

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from methods.core import distributed
-from methods.core.models import ModelConfig, build_model, save_model
+from methods.core.models import ModelConfig, build_model, save_trained
 from methods.core.results import provenance
 from methods.core.shards import ShardedTokenStream
 from methods.core.tokenizer import load_tokenizer
@@ -68,13 +68,6 @@ def pretrain(cfg: PretrainConfig, weight_decay: float, seed: int, shards_dir: st
                "val_loss": final["val_loss"], "weight_rms": final["weight_rms"],
                "config": {"model": asdict(cfg.model), "train": asdict(tcfg), "seq_len": cfg.seq_len},
                "provenance": provenance(asdict(cfg), seed, wall)}
-    # under torchrun every rank trained; rank 0 alone writes (the log exists on rank 0 only),
-    # the others wait so that no rank exits while the model is being written
-    weights = distributed.weights_to_save(model)  # FSDP: gathers the shards (every rank)
-    if distributed.is_main():
-        save_model(model, tok, out_dir, state_dict=weights, extra_files={
-            "train_log.jsonl": log.read_text(),
-            "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
-        log.unlink()
-    distributed.barrier()
+    save_trained(model, tok, out_dir, log_path=log, extra_files={
+        "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
     return summary

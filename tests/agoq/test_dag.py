@@ -21,7 +21,7 @@ def test_dry_run_job_counts(scale, tmp_path):
 
 
 def test_bad_key_in_section_is_named(tmp_path):
-    msg = bad_scale_edit(tmp_path, "    world_size: 2\n    backend: gloo", "    world_size: two\n    backend: gloo")
+    msg = bad_scale_edit(tmp_path, "    world_size: 2\n    hub_id: null", "    world_size: two\n    hub_id: null")
     assert "agoq.run.world_size" in msg
 
 

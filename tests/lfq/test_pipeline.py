@@ -53,3 +53,25 @@ def test_lfq_changes_only_the_final_block(tiny):
     changed = {k for k in sb if not torch.equal(sb[k], sl[k])}
     assert changed and all(k.startswith("model.layers.1.") for k in changed), changed
     assert log["objective"] == "lfq" and log["train_loss"] > 0
+
+
+@pytest.mark.parametrize("method", ["rtn", "gptq", "omni"])
+def test_in_place_quantization_equals_the_copy(tiny, method):
+    """The CLI quantizes the loaded model in place (one extra block in memory, not a second
+    model); the quantized weights and the final block must equal the copying path's exactly."""
+    import copy
+
+    model, tok, ids, _ = tiny
+    cfg = QuantConfig(bits=3, group_size=16, epochs=1, forward_batch=4)
+    q_copy, rec_copy, _ = quantize_model(model, ids, method, cfg)
+    own = copy.deepcopy(model)
+    q_in, rec_in, _ = quantize_model(own, ids, method, cfg, in_place=True)
+    assert q_in is own
+    for k, v in q_copy.state_dict().items():
+        assert torch.equal(v, q_in.state_dict()[k]), k
+    assert rec_copy.keys() == rec_in.keys()
+    lfq_copy, last_copy, _ = final_block(model, q_copy, ids, "lfq", cfg)
+    lfq_in, last_in, _ = final_block(model, q_in, ids, "lfq", cfg, in_place=True)
+    assert lfq_in is q_in
+    for k, v in lfq_copy.state_dict().items():
+        assert torch.equal(v, lfq_in.state_dict()[k]), k

@@ -1,6 +1,7 @@
 # AGoQ (arXiv 2605.00539): the PCFG + arithmetic corpus, data-parallel training of each bit-policy
-# variant over 2 real gloo processes (LAAQ saved-activation quantization; qgrad8 adds QuanGrad's
-# 8-bit all-reduce and int8 gradient buffer), the gradient-collective / policy-bytes probe, then
+# variant over world_size real processes, gloo on CPU and nccl on GPUs (LAAQ saved-activation
+# quantization; qgrad8 adds QuanGrad's 8-bit all-reduce and int8 gradient buffer), the
+# gradient-collective / policy-bytes probe, then
 # table, pipeline memory model, figure and claims A1–A6 (methods/agoq/).
 AG = f"{RESULTS}/{{scale}}/agoq"
 
@@ -59,7 +60,8 @@ rule agoq_shards:
 
 
 rule agoq_train:
-    """One variant, data-parallel: the job launches world_size gloo processes itself."""
+    """One variant, data-parallel: the job launches its world_size ranks itself (one GPU each on
+    CUDA, process group nccl; gloo on CPU), with its own QuanGrad all-reduce (not torchrun/DDP)."""
     input:
         data=f"{AG}/data",
         shards=f"{AG}/shards",
