@@ -4,7 +4,7 @@
                               [--threads 1] [--device cpu|cuda] [--out benchmarks/out/agoq.json]
 
 For each bit policy (fp = no quantization, laaq, uni4, uni2) one forward + backward of a Llama
-model (`tiny` = the card's d 128, L 4, FFN 344; `small` = d 512, L 8, FFN 1376):
+model (`tiny` = d 128, L 4, FFN 344 as in the tiny config; `small` = d 512, L 8, FFN 1376):
 1. saved-activation bytes: the storage held by the autograd graph at the end of the forward,
    measured by LAAQ's saved-tensor hooks (packed codes + scales + zeros; the fp baseline's
    tensors counted at 2 B/element as bf16, and at their real fp32 size);
@@ -12,7 +12,7 @@ model (`tiny` = the card's d 128, L 4, FFN 344; `small` = d 512, L 8, FFN 1376):
    to fp — the number the paper's "up to 52% less memory" is about (weights, grads and
    optimizer state included there, not here);
 3. median step time over --reps interleaved repetitions, and the ratio to fp (the hooks'
-   quantize/dequantize cost; the card measured ~1.5× on CPU).
+   quantize/dequantize cost; a pilot run measured ~1.5× on CPU).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
     python benchmarks/dag_moe.py [--widths 64 256 512] [--reps 10] [--threads 1] [--dispatch sorted]
 
-For each width d, the four card §5 architectures (moe_sum N8/K2, moe_fine N16/K4, dag_moe
+For each width d, the four tiny architectures (moe_sum N8/K2, moe_fine N16/K4, dag_moe
 N8/K2, dag_moe_K4 N16/K4; expert d_ff = 2d for N=8 and d for N=16, so the active FLOPs match)
 are built as 2-layer DAG-MoE LMs and timed side by side in this one process: every repetition
 runs one training step (forward + backward + AdamW, aux loss on) of each model on the same

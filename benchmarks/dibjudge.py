@@ -1,5 +1,5 @@
 """DIBJudge micro-benchmarks (CPU): (1) the VQ nearest-code search, our ‖c‖²−2x·c argmin vs the
-card §7 reference torch.cdist(x, C).argmin(-1): agreement and time, with GFLOP/s beside this
+reference torch.cdist(x, C).argmin(-1): agreement and time, with GFLOP/s beside this
 machine's measured fp32 matmul peak; (2) one training step of the SFT judge vs DIBJudge-VIB and -VQ
 (tiny config), interleaved in one process, as a time ratio.
 

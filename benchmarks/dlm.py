@@ -1,5 +1,5 @@
 """Efficient-DLM decoding speed: the converted model's block-parallel decoder vs greedy AR
-decoding of its base, same prompts, same machine, accuracy beside each (issue 6).
+decoding of its base, same prompts, same machine, accuracy beside each.
 
     python benchmarks/dlm.py --root results/tiny/efficient_dlm          # after the tiny DAG
     python benchmarks/dlm.py --root R --variant blk_clean_posmask --batch-sizes 1 64 --repeats 3

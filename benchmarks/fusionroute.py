@@ -1,4 +1,4 @@
-"""FusionRoute's per-step fusion cost: the card's pure-torch reference
+"""FusionRoute's per-step fusion cost: the pure-torch reference
 `(log_softmax(r) + log_softmax(E.gather(i))).argmax(-1)` against the equivalent raw-logit argmax
 `(r + E.gather(i)).argmax(-1)` (log-softmax invariance), at the tiny vocabulary and at Llama-3's.
 

@@ -1,4 +1,4 @@
-"""Quantized storage and the dequantize-matmul against fp32 (issue 4, LFQ part).
+"""Quantized storage and the dequantize-matmul against fp32 (LFQ).
 
     python benchmarks/quant.py [--shapes 1024x1024 4096x4096] [--batch 1 16] [--bits 2 3 4]
                                [--group-size 32] [--model-dir results/tiny/lfq/models/omni-lfq-w3g32]
@@ -10,7 +10,7 @@
    linears only, and the whole model with its FP embeddings / norms / head).
 2. Time: `kernels.quant.dequant_matmul` (on CPU the torch reference: unpack, dequantize, matmul)
    against a plain fp32 `x @ Wᵀ`, interleaved in one run, median over reps; the fp32 matmul's
-   achieved GFLOP/s is printed beside it as the machine's reference rate (CONVENTIONS 13).
+   achieved GFLOP/s is printed beside it as the machine's reference rate (performance is reported against a limit).
    On CPU the dequantize is pure overhead (the fused Triton kernel needs a GPU); the ratio shows
    what the storage saving costs without a kernel.
 3. AGoQ: the peak resident-memory growth of one training step (forward + backward) under each

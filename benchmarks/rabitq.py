@@ -1,4 +1,4 @@
-"""RaBitQ proxy scores (binary keys × INT4 query) against dense fp32 q·Kᵀ (RaBitQCache card §7).
+"""RaBitQ proxy scores (binary keys × INT4 query) against dense fp32 q·Kᵀ (RaBitQCache, arXiv 2606.31519).
 
     python benchmarks/rabitq.py [--keys 4096 8192 16384 32768] [--heads 8] [--head-dim 128]
                                 [--reps 20] [--threads 1] [--out benchmarks/out/rabitq.json]
@@ -9,7 +9,7 @@ One decode step's scoring of N cached keys for H heads (one query per head):
 2. Time on the CPU: `kernels.rabitq.rabitq_scores` (here the torch reference: unpack the bits,
    float matmul, affine) and the query preparation (rotation + INT4) against a dense fp32
    batched matvec q·Kᵀ, interleaved in one run, median over reps; the dense matvec's achieved
-   GB/s (keys read) is printed as the reference rate (CONVENTIONS 13).
+   GB/s (keys read) is printed as the reference rate (performance is reported against a limit).
 3. Where CUDA exists: the Triton kernel against the torch reference on the GPU and against the
    dense fp32 / fp16 matvec, with the kernel's achieved GB/s over the bytes it reads, and a
    check that kernel and reference agree.

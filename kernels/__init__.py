@@ -1,6 +1,6 @@
 """Triton kernels. Each `kernels/<name>.py` holds the Triton kernel, a pure-torch reference
 with the same signature, and a dispatcher that picks Triton on CUDA and the reference
-elsewhere (CONVENTIONS 10). Tests run the Triton kernel on CPU under TRITON_INTERPRET=1
+elsewhere (every kernel has a pure-torch reference with the same signature). Tests run the Triton kernel on CPU under TRITON_INTERPRET=1
 against the reference; benchmarks compare both where a GPU exists.
 
 Kernels so far: `quant` (LFQ's group-wise weight quantization), `rabitq` (RaBitQCache's

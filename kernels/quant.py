@@ -1,4 +1,5 @@
-"""Group-wise weight quantization kernels (LFQ card §3a, §7; issue 4 part 5).
+"""Group-wise weight quantization kernels (the OmniQuant-style weight quantizer of LFQ,
+arXiv 2605.29756).
 
 Layout (every function): a weight W is [N, K] (out × in, nn.Linear's), quantized asymmetrically
 in groups of `group_size` consecutive input columns; `scale` and `zero` are [N, K // group_size]

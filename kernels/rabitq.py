@@ -1,4 +1,5 @@
-"""Binary-key × INT4-query RaBitQ score estimate (RaBitQCache card §3 "INT4 query path", §7).
+"""Binary-key × INT4-query RaBitQ score estimate (the INT4 query path of
+RaBitQCache, arXiv 2606.31519, and of RaBitQ, arXiv 2405.12497).
 
 Layout (every function): H heads (query heads; keys already repeated over a GQA group), N keys,
 head_dim D, W = ⌈D/32⌉ words per key. A D that is not a multiple of 32 (faiss's RaBitQ takes any D)
@@ -21,7 +22,7 @@ over the four bit-planes of q_u. The estimated logit of key n is
 
     ŝ_n = scale · ( kfac0·⟨x̄, q̄⟩ + kfac2 + qfac3 )
 
-(the centred RaBitQ estimate of ⟨q − c_q, k − c_k⟩ plus the exact centroid terms, card §3).
+(the centred RaBitQ estimate of ⟨q − c_q, k − c_k⟩ plus the exact centroid terms).
 Output fp32 [H, N]. The torch reference unpacks the bits and does a float matmul; the Triton
 kernel does the popcount form. `rabitq_scores` dispatches with `kernels.use_triton`.
 """

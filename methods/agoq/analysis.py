@@ -1,4 +1,4 @@
-"""Table, claim metrics (card §5 A1–A5) and the figure of the AGoQ study. Imports no torch."""
+"""Table, claim metrics (A1–A6) and the figure of the AGoQ study. Imports no torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -75,7 +75,7 @@ def claim_metrics(runs: dict, probe: dict, cfg: AnalysisConfig) -> tuple[dict, l
         "a1_laaq_stage_bytes_ratio": (
             f"avg {pol[cfg.laaq_stage]['avg_bits']:.2f} bits, measured; RMSNorm inputs and normalized outputs are "
             f"{shares.get('norm', 0) / max(1, sum(shares.values())):.0%} of the saved elements and stay at 8 bits "
-            "in the card's stage policy, so it cannot reach ≤0.30 here"),
+            "in our stage policy, so it cannot reach ≤0.30 here"),
         "a3_quangrad_err_max": "relative L2 error, simulated workers " + ", ".join(
             f"W={w}: QuanGrad {qg[w]:.4%}, naive ring {nv[w]:.4%}, bf16 {coll[w]['bf16']:.4%}" for w in ws),
         "a3_qgrad8_train_loss_dev": (f"mean train loss of the last steps: qgrad8 {ag['final_train_loss']:.4f}, "

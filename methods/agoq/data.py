@@ -1,4 +1,4 @@
-"""The corpus of the AGoQ study (card §5): the shared synthetic generators (PCFG sentences and
+"""The corpus of the AGoQ study (tiny scale; our choice): the shared synthetic generators (PCFG sentences and
 arithmetic lines, char-level), tokenized once by the shards step. At paper scale `source` is a
 hub corpus (streamed) and `tokenizer` a hub tokenizer id."""
 from __future__ import annotations

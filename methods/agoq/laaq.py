@@ -1,4 +1,6 @@
-"""LAAQ: layer-aware quantization of the activations autograd saves for backward (card §3).
+"""LAAQ: layer-aware quantization of the activations autograd saves for backward
+(arXiv 2605.00539, abstract: bit-width per layer type and pipeline stage, ~4 bits on average; the
+rest of this design is inferred, as only the abstract was available).
 
 `SavedActivationQuantizer(model, policy)` is a context manager around the forward pass: every
 tensor the autograd graph saves inside it goes through `pack`, which quantizes it with the
@@ -16,7 +18,7 @@ forward pre/post hooks:
     other      anything else (the decoder layer body, the embedding)
 Bits 16 keep a tensor as it is (counted at 2 bytes/element as if bf16, the GPU training dtype).
 
-Pitfalls the card lists (§3) and how they are handled: weights saved by linears/norms are
+Pitfalls of saved-tensor hooks and how they are handled: weights saved by linears/norms are
 skipped by storage pointer; integer and tiny (< `min_numel`) tensors are skipped; the post
 hook returns None. A tensor saved several times (the q/k/v projections all save the same
 input) is quantized and counted once, as autograd itself keeps one reference.
@@ -48,7 +50,8 @@ def module_tag(name: str, module) -> str | None:
 
 @dataclass
 class BitPolicy:
-    """Bits per tag, with per-stage overrides (card §3 pipeline-stage policy)."""
+    """Bits per tag, with per-stage overrides (pipeline-stage policy: the mechanism is in the
+    abstract, the rule is our inferred design)."""
     bits: dict
     stage_overrides: list = field(default_factory=list)  # [{stage, tag, bits}]
 
@@ -108,7 +111,7 @@ class SavedActivationQuantizer:
 
     def _pop(self, module, args, output):
         self.stack.pop()
-        return None  # card §3 pitfall: returning anything else replaces the module output
+        return None  # a post hook that returns anything else replaces the module output
 
     def remove(self):
         for h in self.handles:

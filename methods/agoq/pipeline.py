@@ -1,4 +1,6 @@
-"""Closed-form 1F1B activation memory per pipeline stage (card §3 pipeline-stage policy, §5 A5).
+"""Closed-form 1F1B activation memory per pipeline stage (pipeline-stage policy, claim A5).
+The paper (arXiv 2605.00539, abstract) sets bit-widths per pipeline stage; the balancing rule below
+is our inferred design.
 
 Under 1F1B with p stages and m ≥ p micro-batches, stage i holds up to (p − i) micro-batches of
 activations, so its memory ∝ (p − i) · (average stored bits of its activations). Stage-aware

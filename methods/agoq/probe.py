@@ -1,4 +1,4 @@
-"""Probes on a trained model (card §5 "gradient collective" table and A1/A3):
+"""Probes on a trained model (the gradient-collective comparison and claims A1/A3):
 
 * gradient collectives over W simulated workers (each a micro-batch of `micro_batch` sequences,
   real gradients of the fp run's final model): relative L2 error of the averaged gradient

@@ -1,22 +1,23 @@
-"""QuanGrad (card §3): 8-bit gradient storage and the precision-preserving 8-bit all-reduce.
+"""QuanGrad (arXiv 2605.00539, abstract): 8-bit gradient storage and the precision-preserving 8-bit all-reduce.
 
 Gradient buffer: int8 codes with one fp32 scale per block of 128 (symmetric, divisor 127;
-see quant.py), 1 + 4/128 = 1.031 bytes per parameter instead of 4 (card §5 A4).
+see quant.py), 1 + 4/128 = 1.031 bytes per parameter instead of 4 (our claim A4).
 
-All-reduce (INFERRED design, card §3), W workers, the flat gradient padded to W equal chunks of
+All-reduce (our INFERRED design: the abstract only says "precision-preserving 8-bit
+All-Reduce"), W workers, the flat gradient padded to W equal chunks of
 whole blocks:
   1. each worker quantizes its own gradient block-wise with its own scales;
   2. all-to-all of int8 chunks + scales: the owner of chunk c receives the W contributions,
      dequantizes them and sums them in fp32 (rank order, so the result is deterministic);
   3. the owner divides by W, requantizes once, and all-gathers codes + scales.
 Every worker ends with the same int8 buffer (the 8-bit gradient storage). Per element,
-|mean − exact mean| ≤ Σ_w s_w / (2W) + s_out / 2 (the card's bound for the sum, divided by W),
+|mean − exact mean| ≤ Σ_w s_w / (2W) + s_out / 2 (the bound Σ_w s_w/2 + s_out/2 on the sum, divided by W),
 independent of the number of hops.
 
 `Collective` runs it (or the same algorithm in fp32, the baseline) on a real torch.distributed
 group and counts the bytes each rank sends; the `*_sim` functions compute the same thing for W
-simulated workers in one process (and the naive int8 ring that requantizes at every hop, the
-card's negative control).
+simulated workers in one process (and the naive int8 ring that requantizes at every hop, our
+negative control).
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Quantizers of AGoQ (card §3, §7): group-wise asymmetric min-max codes for saved activations
+"""Quantizers of AGoQ (arXiv 2605.00539): group-wise asymmetric min-max codes for saved activations
 (LAAQ) and block-wise symmetric int8 codes for gradients (QuanGrad).
 
-Asymmetric (activations, card §3 "LAAQ: inferred implementation"), per group of G consecutive
+Asymmetric (activations; the abstract gives no format, so this min-max quantizer is our inferred
+design), per group of G consecutive
 elements of the flattened tensor:
 
     s = (max − min) / (2^b − 1),  z = round(−min / s),  q = clamp(round(x / s) + z, 0, 2^b − 1),
@@ -14,7 +15,8 @@ round-to-nearest error stays |x − x̂| ≤ s/2 (proof: x/s + z lies in [−½,
 rounding uses floor(x/s + U[0, 1)), which makes x̂ unbiased (with a grid that needs no clamp, see
 `minmax_params`).
 
-Symmetric (gradients; ERRATA "agoq": the divisor). We use the divisor 2^(b−1) − 1, i.e. 127 at
+Symmetric (gradients; implementations in common use differ on the divisor of the block maximum,
+7 or 7.5 at 4 bits). We use the divisor 2^(b−1) − 1, i.e. 127 at
 8 bits and **7 at 4 bits**: s = max|x| / 7, q = clamp(round(x / s), −7, 7) (the code −8 is
 unused, so the grid is symmetric and 0 is exact). The alternative divisor 7.5 uses all 16 codes
 with an offset grid; we do not. |x − x̂| ≤ s/2 for every element. Scales are fp32, one per block.
@@ -130,7 +132,7 @@ def group_dequant(p: Packed) -> torch.Tensor:
 
 # ------------------------------------------------------------- symmetric (gradients) ----
 def sym_divisor(bits: int) -> int:
-    """2^(b−1) − 1: 7 at 4 bits, 127 at 8 bits (ERRATA agoq: we pick 7, not 7.5)."""
+    """2^(b−1) − 1: 7 at 4 bits, 127 at 8 bits (we pick 7, not the 7.5 some libraries use)."""
     return 2 ** (bits - 1) - 1
 
 

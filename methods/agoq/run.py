@@ -1,4 +1,4 @@
-"""One training run of the AGoQ study (card §5 step 2), data-parallel over `world_size` real
+"""One training run of the AGoQ study (arXiv 2605.00539), data-parallel over `world_size` real
 torch.distributed processes on this host: gloo over 127.0.0.1 on CPU, nccl with one GPU per
 rank on CUDA (the process-group backend follows the runtime device, `backend_for`).
 
@@ -53,7 +53,7 @@ class RunConfig:
     world_size: int = 2            # ranks, one GPU each on CUDA
     hub_id: str | None = None      # paper scale: the model's shape from a hub config (fresh init)
     eval_batches: int = 8
-    n_stages: int = 2              # virtual pipeline stages (card §5: layers 0–1 | 2–3)
+    n_stages: int = 2              # virtual pipeline stages (tiny: layers 0–1 | 2–3)
     group_size: int = 128          # LAAQ group G
     grad_block: int = 128          # QuanGrad block
     stochastic: bool = False

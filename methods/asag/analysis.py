@@ -1,4 +1,4 @@
-"""Table, claim metrics and figure of the ASAG study (card §5 `asag_report`, `asag_prestudy`)."""
+"""Table, claim metrics and figure of the ASAG study (arXiv 2606.15070)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -73,7 +73,7 @@ def claim_metrics(runs: dict[str, list[dict]], cfg: AnalysisConfig) -> dict:
     }
     notes = {}
     if m["c1_len_ratio"] > 0.75:
-        notes["c1_len_ratio"] = f"ASAG keeps {m['c1_len_ratio']:.2f} of vanilla's tokens (card: ≤ 0.75)"
+        notes["c1_len_ratio"] = f"ASAG keeps {m['c1_len_ratio']:.2f} of vanilla's tokens (threshold ≤ 0.75)"
     first = sum(r["exit"] == "first_atp" for r in runs[cfg.asag])
     gated = sum(1 for r in runs[cfg.asag] for a in r["atps"][1:])
     notes["c2_acc_minus_deer_pp"] = (f"{first}/{len(runs[cfg.asag])} ASAG runs exit at the first ATP, where ASAG's "
@@ -85,7 +85,7 @@ def claim_metrics(runs: dict[str, list[dict]], cfg: AnalysisConfig) -> dict:
         notes["c3_prestudy_frac"] = (f"over {pre['n']} correct vanilla traces the attention entropy does not "
                                      f"drop by 10% after the correct answer appears (mean ΔH {pre['mean_dH']:.3f}); "
                                      "ΔH rises with position along every trace (the window's rows see more keys), "
-                                     "the card's risk: a 0.8M model may not show the drop")
+                                     "a risk we named before running: a 0.8M model may not show the drop")
     if pre["frac_below"] is None:
         notes["c3_prestudy_frac"] = "no correct vanilla trace with ≥ 2 ATPs"
     m["notes"] = notes

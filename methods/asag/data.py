@@ -1,4 +1,4 @@
-"""Synthetic over-thinking reasoning traces (card §5, `asag_data`) and their vocabulary.
+"""Synthetic over-thinking reasoning traces (our tiny task for ASAG, arXiv 2606.15070) and their vocabulary.
 
 A problem "a + b + c = ?" or "a * b + c = ?" (operands in [1, max_operand], 2-digit when
 max_operand = 99; b 1-digit for "*", see README) is answered by a thought: one pass "a + b = s1 . s1 + c = s2 . So s2 ." then 0–4

@@ -1,4 +1,5 @@
-"""Greedy decoding with and without the ASAG controller (card §3 pseudo-code, §5 `asag_decode`).
+"""Greedy decoding with and without the ASAG controller (arXiv 2606.15070; decision rule as
+summarised from the paper, NV).
 
 One sequence at a time, KV cache; an action transition point (ATP) is the model choosing
 `Wait`. At every ATP the DEER probe appends "</think> \\boxed{", greedily generates ≤ probe_max

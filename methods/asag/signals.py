@@ -1,8 +1,9 @@
-"""The controller's signals and decision rules (card §3), as pure functions.
+"""The controller's signals and decision rules (arXiv 2606.15070, as given
+by a third-party summary of the paper; NV), as pure functions.
 
 Attention entropy of one head/layer over a window of query rows:
     H_{h,l} = mean_i [ −Σ_j A[i,j] log A[i,j] / log k_i ],  k_i = number of keys row i sees
-(the card's [I] choice: rows averaged, each row normalised by log of its causal key length, so
+(not stated in the paper; our choice: rows averaged, each row normalised by log of its causal key length, so
 H_{h,l} ∈ [0, 1]); the aggregate is H = Σ_h Σ_{l ∈ last 4 layers} H_{h,l} and ΔH = (H − H₁)/H₁.
 """
 from __future__ import annotations

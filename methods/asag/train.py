@@ -1,4 +1,4 @@
-"""Train the tiny "reasoning model" on the synthetic traces (card §5 `asag_train`)."""
+"""Train the tiny "reasoning model" on the synthetic traces (ASAG, arXiv 2606.15070)."""
 from __future__ import annotations
 
 import json

@@ -15,7 +15,7 @@ from .results import InputError
 
 
 def set_threads(n: int) -> None:
-    """One torch thread per Snakemake core (CONVENTIONS 14); under torchrun the job's cores are
+    """One torch thread per Snakemake core (parallelism comes from jobs side by side); under torchrun the job's cores are
     shared by the ranks of this node (LOCAL_WORLD_SIZE)."""
     import torch
 

@@ -1,4 +1,4 @@
-"""One matplotlib style for every figure. Imports no torch (CONVENTIONS 14)."""
+"""One matplotlib style for every figure. Imports no torch (plots and reports never do)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -4,6 +4,6 @@ The router and experts are the plain top-K MoE of `methods.core.moe`; `aggregate
 per-token structure generator that builds a DAG over the K selected experts (strictly upper-
 triangular in router-rank order, so acyclic by construction) and runs the experts in K
 sequential rounds, each expert reading its predecessors' outputs. `aggregation="sum"` is the
-plain weighted-sum MoE. The generator equations are the card's INFERRED reference design
-(`/work/shared/papers/dag_moe.md` §3); the paper's exact equations were not retrievable.
+plain weighted-sum MoE. The generator equations are our INFERRED reference design (see
+`aggregate.py`), fitting the abstract; the paper's exact equations were not retrievable.
 """

@@ -120,7 +120,7 @@ def _figure(a):
     from .analysis import figure
 
     s = read_json(a.summary)
-    figure(s, a.out, "DAG-MoE vs sum-MoE (card §5). Left: validation loss of the mixture LM during "
+    figure(s, a.out, "DAG-MoE vs sum-MoE (arXiv 2606.01062, tiny scale). Left: validation loss of the mixture LM during "
                      "training (seed mean; dashed = weighted-sum aggregation). Middle: final validation "
                      "loss per architecture (bars: seed mean, dots: seeds). Right: D2, answer loss of the "
                      "1-layer function-composition model per seed, sum-MoE vs DAG-MoE (lower is better).")

@@ -1,4 +1,4 @@
-"""Aggregate the runs into the claim metrics (card §5 D1-D4) and draw the figure.
+"""Aggregate the runs into the claim metrics (D1-D4) and draw the figure.
 
 Imports no torch: the step-time measurement arrives as a JSON file from the `timing` step.
 """
@@ -103,7 +103,7 @@ def claim_metrics(runs: list[dict], compose: dict[str, dict], timing: dict,
         fmt = lambda xs: "/".join(f"{x:.3f}" for x in xs)  # noqa: E731
         notes["d2_loss_ratio"] = (f"1-layer C1, {len(seeds)} seed(s): loss sum {fmt(m['d2']['sum']['loss'])} "
                                   f"(mean {ls:.3f}) vs dag {fmt(m['d2']['dag']['loss'])} (mean {ld:.3f}); "
-                                  f"card pilot 0.69×")
+                                  f"pilot 0.69×")
         notes["d2_acc_wins"] = (f"acc sum {fmt(m['d2']['sum']['acc'])} vs dag {fmt(m['d2']['dag']['acc'])}; "
                                 f"dag higher in {m['d2_acc_wins']}/{len(seeds)} (pilot 3/3)")
 
@@ -154,7 +154,7 @@ def claim_metrics(runs: list[dict], compose: dict[str, dict], timing: dict,
         if "dag" in compose:
             extra = "; 1-layer compose runs: " + "/".join(f"{x:.3f}" for x in m["d2"]["dag"]["edge_a12"])
         notes["d4_max_layer_edge_a12"] = ("mean A_12 per layer (seed mean) for " + primary_dag + ": "
-                                          + " ".join(f"{x:.3f}" for x in e) + extra + "; card pilot 0.13-0.21")
+                                          + " ".join(f"{x:.3f}" for x in e) + extra + "; pilot 0.13-0.21")
 
     # reported: held-out-pair generalisation (LM runs trained without those pairs)
     if primary_dag in per_arch and per_arch[primary_dag]["c1_heldout_acc"][0] is not None:

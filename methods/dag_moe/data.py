@@ -1,15 +1,15 @@
-"""Card §5 data: a word-level mixture corpus where two-step composition should help.
+"""Tiny data for DAG-MoE (our design): a word-level mixture corpus where two-step composition should help.
 
 * C1 function composition: `n_functions` random permutations f1..f12 of Z_m (m = 17) plus the
   identity "I"; the segment "f3 f7 5 = y" has y = f3(f7(5)) (the outer function is written first).
   A fraction `heldout_frac` of the (f, g) pairs of two non-identity functions never appears in
   LM training (pairs with "I" are the single-function examples and always train); the held-out
-  split is reported, not asserted (card: the pilot generalised to none).
+  split is reported, not asserted (a pilot run generalised to none).
 * C2 modular chains: "( a + b ) * c mod 17 = y", y = (a + b)·c mod 17.
 * C3 PCFG filler text (`methods.core.data.pcfg_sentence`), about `mix_c3` of the tokens.
 Segments end with ";"; a training row is whole segments concatenated from a segment start and
 cut at seq_len + 1 tokens. Rows are generated on the fly: a batch is a pure function of
-(seed, step) (card: "streamed from the generator"), the world (permutations, held-out pairs,
+(seed, step) (streamed from the generator), the world (permutations, held-out pairs,
 segment probabilities) is fixed by `seed` and written once by the data step.
 The vocabulary is closed (about 60 words), so the tokenizer is a fixed WordLevel map.
 """
@@ -29,14 +29,14 @@ GENERATED = "generated"
 
 @dataclass
 class DataConfig:
-    source: str = GENERATED        # "generated" (card §5) or a hub corpus id (paper scale)
+    source: str = GENERATED        # "generated" (tiny) or a hub corpus id (paper scale)
     text_field: str = "text"       # hub corpora only
     tokenizer: str = "word"        # "word" (the closed vocabulary) or a hub tokenizer id
     corpus_chars: int = 0          # hub corpora only: characters read for training
     modulus: int = 17
     n_functions: int = 12
     heldout_frac: float = 0.3
-    mix_c1: float = 0.5            # token fractions of the mixture (C3 ≈ 25%, card §5)
+    mix_c1: float = 0.5            # token fractions of the mixture (C3 ≈ 25%)
     mix_c2: float = 0.25
     mix_c3: float = 0.25
     seq_len: int = 32
@@ -205,7 +205,7 @@ def c2_eval_set(world: World) -> tuple[list, list]:
 
 
 class ComposeBatches:
-    """D2's 1-layer task (card §5 pilot (b)): uniform (f, g, x) over all pairs, loss on the answer."""
+    """D2's 1-layer task (as in the pilot's in-distribution run): uniform (f, g, x) over all pairs, loss on the answer."""
 
     def __init__(self, world: World):
         self.world = world

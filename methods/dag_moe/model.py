@@ -4,7 +4,7 @@ Everything but the FFN is transformers' Llama (RMSNorm, RoPE, attention, tied em
 so a checkpoint is a `save_pretrained` directory that `AutoModelForCausalLM.from_pretrained`
 loads once this module is imported (registered with the Auto classes, no remote code).
 
-Card §5 architectures (d = 64, L = 2): moe_sum N=8/K=2/d_ff=128; moe_fine N=16/K=4/d_ff=64;
+Tiny architectures (d = 64, L = 2; our choice): moe_sum N=8/K=2/d_ff=128; moe_fine N=16/K=4/d_ff=64;
 dag_moe and dag_moe_K4 are the same two with aggregation "dag". Each layer's wrapper keeps
 its last `MoEOutput` (routing, edges, aux loss) so the loss and the probes can read it.
 """
@@ -120,7 +120,7 @@ class DagMoEForCausalLM(_MoEInit, LlamaForCausalLM):
             m.mask = mask
         out = super().forward(input_ids=input_ids, attention_mask=attention_mask, labels=labels, **kw)
         lasts = [m.last for m in self.moe_layers()]
-        # card §3: the usual Switch/GShard balancing loss per layer, averaged over layers
+        # inferred: the usual Switch/GShard balancing loss per layer, averaged over layers
         aux = torch.stack([o.aux_loss for o in lasts]).mean()
         loss = out.loss
         if loss is not None:  # transformers' own (unshifted-labels) path: add the aux term too
@@ -143,7 +143,7 @@ register_arch(DagMoEConfig, DagMoEForCausalLM)
 # ------------------------------------------------------------------ building blocks ----
 @dataclass
 class ArchConfig:
-    """One architecture of the study (card §5): MoE shape and aggregation."""
+    """One architecture of the study: MoE shape and aggregation."""
     n_experts: int
     k: int
     d_ff: int
@@ -152,13 +152,13 @@ class ArchConfig:
 
 @dataclass
 class MoEConfig:
-    """Knobs shared by every architecture (card §3)."""
-    edge_bias_init: float = 0.0       # b_a; card pilot 0 (a ≈ 0.5), §3 suggests a ≈ 0.05-0.1
+    """Knobs shared by every architecture (inferred design, see aggregate.py)."""
+    edge_bias_init: float = 0.0       # b_a; pilot 0 (a ≈ 0.5); a ≈ 0.05-0.1 is the alternative
     edge_weight_init_std: float = 0.0
     edge_mode: str = "soft"           # soft | hard_st
     dispatch: str = "sorted"          # sorted | rounds | dense (methods.core.moe)
     router_renormalize: bool = True   # Mixtral gates
-    aux_loss_coef: float = 1e-2       # card §3: α ≈ 1e-2
+    aux_loss_coef: float = 1e-2       # α ≈ 1e-2, the usual Switch/GShard value (our choice)
 
 
 def dag_moe_config(m: ModelConfig, arch: ArchConfig, moe: MoEConfig, vocab_size: int,
@@ -194,7 +194,7 @@ def build(cfg: DagMoEConfig, seed: int) -> DagMoEForCausalLM:
 
 def moe_loss(model: DagMoEForCausalLM, batch: dict) -> torch.Tensor:
     """Training objective (train's `loss_fn`): next-token CE on pre-shifted labels (-100 ignored)
-    + α · mean-over-layers load-balancing loss (card §3)."""
+    + α · mean-over-layers load-balancing loss."""
     out = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"))
     ce = F.cross_entropy(out.logits.float().flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
     return ce + model.config.aux_loss_coef * out.aux_loss

@@ -1,4 +1,4 @@
-"""Steps that train and measure: the LM runs (card §5 step 2-3), the 1-layer composition runs
+"""Steps that train and measure: the LM runs (train, then evaluate), the 1-layer composition runs
 (D2, step 4) and the side-by-side step-time measurement (D3's latency, reported only)."""
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ class TimingConfig:
 
 @dataclass
 class DownstreamConfig:
-    """The `downstream` section (paper scale, card §6): zero-shot lm-eval tasks of every LM.
-    The card's MetaMathQA → gsm8k fine-tuning (`sft_dataset`) is named but not run."""
+    """The `downstream` section (paper scale; our choice, the paper's tasks are not
+    verified): zero-shot lm-eval tasks of every LM. The planned MetaMathQA → gsm8k fine-tuning (`sft_dataset`) is named but not run."""
     sft_dataset: str | None = None
     eval_tasks: list[str] = field(default_factory=list)
     batch_size: int = 16

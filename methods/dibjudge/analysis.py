@@ -1,4 +1,4 @@
-"""Claim metrics (card §5 C1-C4), the markdown table and the bias figure. No torch."""
+"""Claim metrics (C1-C4), the markdown table and the bias figure. No torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,8 +8,8 @@ from methods.core.plots import figure, save
 
 @dataclass
 class ReportConfig:
-    lang: str              # the low-resource language of C1/C2 (card: L2)
-    full: str              # the DIBJudge variant of C1-C4 (card: dib_vib)
+    lang: str              # the low-resource language of C1/C2 (tiny: L2)
+    full: str              # the DIBJudge variant of C1-C4 (tiny: dib_vib)
 
 
 def _gap(m, lang):

@@ -1,4 +1,6 @@
-"""The judge as a tiny pairwise reward model, plain or with DIBJudge's branches (card §3).
+"""The judge as a tiny pairwise reward model, plain or with DIBJudge's branches
+(arXiv 2603.10351; architecture as in the official code, github.com/AzureStarz/DIBJudge,
+`dibjudge/modeling.py`, `bottlenecks.py`, `vq.py`, `proxy_tasks.py`).
 
 Encoder E: token + position embeddings, bidirectional pre-norm transformer over
 [prompt ; response]. SFT judge: mean-pooled response states -> MLP -> score.
@@ -6,7 +8,7 @@ DIBJudge: robust branch (SwiGLU MLP + RMSNorm -> compression: Gaussian VIB or EM
 -> pooled z_r -> score; bias branch (3-layer MLP width 2d + RMSNorm, pooled z_b) with proxy heads
 (length / NLL / TTR bins, 1-D Wasserstein loss on soft labels) and low-level reconstruction of
 the first layer's state statistics; L_dis = mean|cos(z_r, z_b)| + c·mean(C²) with a FIFO queue.
-Tiny-scale difference: the card injects z into a causal judge LM that writes "A"/"B"; here the
+Tiny-scale difference: the official code injects z into a causal judge LM that writes "A"/"B"; here the
 score head reads z_r directly (a reward model), so "z-prompt injection" is the score head.
 """
 from __future__ import annotations
@@ -27,9 +29,9 @@ class ModelConfig:
     d_ff: int
     d_z: int          # robust and bias channel width (equal: L_dis uses their cosine)
     max_len: int
-    vq_codes: int     # card: EMA VQ with K codes
+    vq_codes: int     # EMA VQ with K codes (abstract; official `vq.py`)
     vq_decay: float
-    vq_beta: float    # commitment weight (card: 0.25)
+    vq_beta: float    # commitment weight (official `vq.py`: 0.25)
 
 
 # --- compression operators --------------------------------------------------------------------
@@ -74,7 +76,7 @@ class EMAVectorQuantizer(nn.Module):
 
     @staticmethod
     def nearest(x: torch.Tensor, codebook: torch.Tensor) -> torch.Tensor:
-        """argmin_k ‖x − c_k‖² = argmin_k (‖c_k‖² − 2 x·c_k)  (the card's kernels/vq_argmin)."""
+        """argmin_k ‖x − c_k‖² = argmin_k (‖c_k‖² − 2 x·c_k)  (same result as torch.cdist(x, C).argmin(-1))."""
         return (codebook.pow(2).sum(-1) - 2 * x @ codebook.t()).argmin(-1)
 
     @staticmethod
@@ -138,7 +140,7 @@ def cross_correlation(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def dis_loss(zr: torch.Tensor, zb: torch.Tensor, c: float, qr=None, qb=None) -> torch.Tensor:
-    """Card §3: mean|cos(z_r, z_b)| + c·mean(C²); detached queue rows (qr, qb) enlarge C's batch."""
+    """Official code's dependence penalty: mean|cos(z_r, z_b)| + c·mean(C²); detached queue rows (qr, qb) enlarge C's batch."""
     cos = F.cosine_similarity(zr, zb, dim=-1).abs().mean()
     if qr is not None and len(qr):
         zr, zb = torch.cat([zr, qr]), torch.cat([zb, qb])
@@ -164,7 +166,7 @@ def wasserstein_1d(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def soft_labels(bins: torch.Tensor, n_bins: int, smooth: float = 0.1) -> torch.Tensor:
-    """One-hot bins with `smooth` mass spread to the neighbouring bins (card: soft labels)."""
+    """One-hot bins with `smooth` mass spread to the neighbouring bins (soft labels, as in the official `proxy_tasks.py`)."""
     t = F.one_hot(bins, n_bins).float() * (1 - smooth)
     left, right = (bins - 1).clamp_min(0), (bins + 1).clamp_max(n_bins - 1)
     t.scatter_add_(1, left[:, None], torch.full_like(t[:, :1], smooth / 2))
@@ -173,7 +175,7 @@ def soft_labels(bins: torch.Tensor, n_bins: int, smooth: float = 0.1) -> torch.T
 
 
 def low_level_stats(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Targets of the low-level reconstruction (card §3): per sequence mean, log-variance and a
+    """Targets of the low-level reconstruction (official code): per sequence mean, log-variance and a
     4-bin magnitude histogram of the first layer's states over the response tokens."""
     m = mask[..., None].float()
     n = m.sum((1, 2)).clamp_min(1)

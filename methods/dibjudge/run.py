@@ -26,12 +26,12 @@ class RunConfig:
     steps: int
     batch_size: int
     lr: float            # encoder, robust branch, compression, score head
-    lr_heads: float      # bias branch, proxy and reconstruction heads (card: 2e-4)
+    lr_heads: float      # bias branch, proxy and reconstruction heads (official 4B config: 2e-4)
     weight_decay: float
     grad_clip: float
     warmup_frac: float   # lr warm-up then cosine; λ schedules ramp over the same span
-    kl_weight: float     # card: λ_comp · 1e-4 · KL
-    vq_weight: float     # weight of the VQ commitment loss (the card gives none for the VQ swap)
+    kl_weight: float     # official 4B config: λ_comp · 1e-4 · KL
+    vq_weight: float     # weight of the VQ commitment loss (the official config gives none for the VQ swap)
     lam_comp: float
     lam_bias: float
     lam_dis: float

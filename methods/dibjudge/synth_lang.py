@@ -1,4 +1,5 @@
-"""Synthetic languages with a translationese signature (card §5) and the proxy labels (card §3).
+"""Synthetic languages with a translationese signature (our tiny design) and the proxy labels
+(length, NLL and TTR bins, as in the official DIBJudge code, `proxy_tasks.py`).
 
 A fact world (people, objects, colours, counts). EN is SVO. L1/L2 map every EN word to 2-4
 synonyms (L2 more: the "low-resource" language), use SOV order, case suffixes and optional
@@ -28,7 +29,7 @@ class DataConfig:
     max_count: int
     n_train: dict[str, int]          # pairs per language
     n_synonyms: dict[str, int]       # L1, L2 (EN has one form per word)
-    mt_better_frac: float            # train: P(better response is MT) in L1/L2 (card: 0.8)
+    mt_better_frac: float            # train: P(better response is MT) in L1/L2 (planned: 0.8)
     particle_prob: float
     n_test: int                      # pairs per language and test set
     len_bins: int
@@ -172,9 +173,9 @@ def generate(cfg: DataConfig) -> dict[str, list[dict]]:
     # Bias suite: equal quality (both correct), one human, one MT; label = index of the MT one
     out["bias"] = [make_pair(w, rng, lang, "mt", "human", worse_correct=True)
                    for lang in ("L1", "L2") for _ in range(cfg.n_test)]
-    # Adversarial (card §5): better = human, worse = MT with one wrong fact (never an omission)
+    # Adversarial: better = human, worse = MT with one wrong fact (never an omission)
     out["adv"] = [make_pair(w, rng, lang, "human", "mt", omit_frac=0.0, swap_frac=cfg.swap_frac) for lang in ("L1", "L2") for _ in range(cfg.n_test)]
-    # EN-order reference corpus for the NLL proxy (card §5: reference LM trained on EN-order text)
+    # EN-order reference corpus for the NLL proxy (reference LM trained on EN-order text)
     ref = []
     for _ in range(cfg.ref_lm_sentences):
         lang = rng.choice(LANGS)
@@ -183,7 +184,7 @@ def generate(cfg: DataConfig) -> dict[str, list[dict]]:
     return out, ref
 
 
-# --- proxy labels (card §3: length bin, NLL bin, TTR bin) -------------------------------------
+# --- proxy labels (official code: length bin, NLL bin, TTR bin) -------------------------------------
 class BigramLM:
     """Add-one bigram LM: the reference LM of the NLL proxy (closed form, no training loop)."""
 
@@ -206,7 +207,7 @@ def ttr(toks):
 
 
 def quantile_edges(values, n_bins):
-    """Inner bin edges at the 1/n ... (n-1)/n quantiles (card: length quantile bins)."""
+    """Inner bin edges at the 1/n ... (n-1)/n quantiles (length quantile bins, as in the official code)."""
     v = sorted(values)
     return [v[min(len(v) - 1, int(len(v) * q / n_bins))] for q in range(1, n_bins)]
 
@@ -221,7 +222,7 @@ def proxy_labels(splits, ref, cfg: DataConfig):
     tr = [r[k]["text"].split() for r in splits["train"] for k in ("a", "b")]
     edges = {"len": quantile_edges([len(t) for t in tr], cfg.len_bins),
              "nll": quantile_edges([lm.nll(t) for t in tr], cfg.nll_bins),
-             "ttr": [i / cfg.ttr_bins for i in range(1, cfg.ttr_bins)]}  # card: 0-1 in 5 bins
+             "ttr": [i / cfg.ttr_bins for i in range(1, cfg.ttr_bins)]}  # official code: 0-1 in 5 bins
     for rows in splits.values():
         for r in rows:
             for k in ("a", "b"):

@@ -54,7 +54,7 @@ def claim_metrics(rows, drifts, cfg: AnalysisConfig):
                             f"{ar_acc:.3f}), so this comparison carries no signal at this budget")
     if m.get("c1_drift_ratio", 0.0) > 0.8:
         notes["c1_drift_ratio"] = (f"blk_clean drifts {m['c1_drift_ratio']:.2f}× as far as fullbidir at equal steps "
-                                   "(one seed): the card's direction is not seen at this scale")
+                                   "(one seed): the direction of the paper's Fig. 2e is not seen at this scale")
     if m.get("c3_posmask_gain_fast", 0.0) < 0:
         notes["c3_posmask_gain_fast"] = (f"position-dependent masking loses {-m['c3_posmask_gain_fast']:.3f} exact "
                                          f"match at τ={cfg.fast_threshold} (one seed, equal steps)")
@@ -70,7 +70,7 @@ def claim_metrics(rows, drifts, cfg: AnalysisConfig):
                                "decoder also spends forwards on the block positions after the newline")
     if "speedup_blk_clean_tau0.9" in m:
         notes["speedup_blk_clean_tau0.9"] = ("single-thread CPU wall time of batched decoding, not the paper's "
-                                             "GPU setting; the card's throughput claims are not checked at tiny scale")
+                                             "GPU setting; the paper's throughput claims are not checked at tiny scale")
     return m, notes
 
 
@@ -106,4 +106,4 @@ def figures(rows, drifts, frontier_path, drift_path):
     ax.legend(fontsize=7)
     save(fig, drift_path,
          "Weight drift from the AR base after conversion, per module type (relative Frobenius norm over "
-         "all layers); the card's Fig. 2e predicts the least drift for block-wise attention with clean context.")
+         "all layers); the paper's Fig. 2e (via reading notes) predicts the least drift for block-wise attention with clean context.")

@@ -3,7 +3,7 @@ and the block-wise parallel decoder with a clean-context KV cache.
 
 The forward pass runs a transformers `LlamaForCausalLM`'s own modules (embedding, RMSNorms,
 q/k/v/o, RoPE, SwiGLU, head) with an explicit boolean attention mask through
-`scaled_dot_product_attention`, so any pattern of §3 of the card, and a KV cache, can be used with
+`scaled_dot_product_attention`, so any of the attention patterns above, and a KV cache, can be used with
 the AR weights unchanged. The mask token is the tokenizer's `<unk>` (never in the data).
 """
 from __future__ import annotations
@@ -83,7 +83,8 @@ def forward(model, input_ids, position_ids, mask, cache=None, return_hidden=Fals
 
 # ---------------------------------------------------------------- position-dependent masking
 def mask_probs(t: torch.Tensor, block: int, beta: float) -> torch.Tensor:
-    """Per-position masking probability p_i = min(1, t·B·w_i/Σw), w_i = exp(β(1−t)i) (card Eq. 2);
+    """Per-position masking probability p_i = min(1, t·B·w_i/Σw), w_i = exp(β(1−t)i) (arXiv 2512.14067
+    Eq. 2 as given by third-party notes, NV; the mapping to p_i is our choice);
     t: [...] noise levels → [..., B]. β = 0 gives p_i = t (uniform)."""
     i = torch.arange(block, dtype=torch.float32)
     logw = beta * (1 - t)[..., None] * i

@@ -12,7 +12,7 @@ from methods.core.results import InputError, write_text
 from methods.core.train import TrainConfig
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
-# the card's four conversion variants (§5): pattern, token shift, masking β (None = ln10/B')
+# the four conversion variants (Table 1's patterns, our selection): pattern, token shift, masking β (None = ln10/B')
 VARIANTS = {
     "fullbidir": {"pattern": "full", "shift": True, "posmask": False},
     "blk_noisy": {"pattern": "blk_noisy", "shift": False, "posmask": False},
@@ -144,14 +144,14 @@ class ConvertConfig:
     train: TrainConfig
     block: int = 8
     seq_len: int = 64
-    beta: float | None = None     # None = ln 10 / block (card: λ = exp(−β·B') = 0.1)
+    beta: float | None = None     # None = ln 10 / block (λ = exp(−β·B') = 0.1; best β per notes on Eq. 2, NV)
     eps: float = 1e-3
     clean_intra: str = "causal"
     seed: int = 0
 
 
 def diffusion_mask_id(tok, model=None) -> int:
-    """The id the diffusion noise writes and the decoder fills in (card §3: a [MASK] token).
+    """The id the diffusion noise writes and the decoder fills in (a [MASK] token).
     A tokenizer's own mask token if it has one. Else its unk: our tiny char tokenizer has
     <unk> and no mask, and <unk> never occurs in its data (the vocabulary is the corpus
     alphabet), so it is a free id — the tiny-scale conversions were trained with it and keep

@@ -1,4 +1,4 @@
-"""FusionRoute's generated domains (card §5), no torch.
+"""FusionRoute's generated domains (our tiny design), no torch.
 
     add   `Q:37+48=`        -> `85;`      addition
     rev   `Q:rev(kqzpa)=`   -> `apzqk;`   string reversal

@@ -1,4 +1,4 @@
-"""FusionRoute's math (card §3): fused next-token scores, batched greedy decoding, and the two
+"""FusionRoute's math (arXiv 2601.05106, as described in the abstract and secondary summaries): fused next-token scores, batched greedy decoding, and the two
 training objectives (SFT mixture-routing loss on informative positions; complemented DPO).
 
 Shapes: router logits r [..., V]; stacked expert logits E [..., n, V]; routing scores w [..., n].

@@ -1,9 +1,9 @@
-"""Table, claim metrics (summary.json) and the figure of the LFQ study (card §5 claims 1–4).
-Imports no torch (CONVENTIONS 14).
+"""Table, claim metrics (summary.json) and the figure of the LFQ study (claims 1–4).
+Imports no torch (plots and reports never do).
 
 Claim metrics compare, at every quantization setting, the base method with its MSE final block
 (`mse_variant`, OmniQuant itself), the "+head" ablation (`headmse_variant`) and LFQ
-(`lfq_variant`); each card claim must hold at every setting, so the summary holds the worst
+(`lfq_variant`); each claim must hold at every setting, so the summary holds the worst
 case over settings and the notes hold the per-setting numbers.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The full-precision base model (card §5 `lfq_train_fp`): a tiny Llama trained with the shared
+"""The full-precision base model (LFQ study, tiny scale): a tiny Llama trained with the shared
 trainer on the PCFG + running-sum stream. At paper scale `hub_id` names the real model and
 this step only copies it into a local model directory (no training)."""
 from __future__ import annotations

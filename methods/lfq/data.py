@@ -1,14 +1,14 @@
-"""The tiny world of the LFQ study (card §5): PCFG sentences (for perplexity) mixed with a
+"""The tiny world of the LFQ study (arXiv 2605.29756; our design): PCFG sentences (for perplexity) mixed with a
 running-sum task where an early error propagates to every later output digit.
 
 Running sum (our variant, see README): "s37" → "0774…": every output digit is the sum of the
 two digits before it, mod 10 (x_t = x_{t−1} + x_{t−2} mod 10, Fibonacci mod 10), seeded by the
-prompt's two digits. The card's input-driven form ("in 3 7 2 …; out 3 0 2 …") needs the model
+prompt's two digits. Our planned input-driven form ("in 3 7 2 …; out 3 0 2 …") needs the model
 to find input t ~35 characters back; our 0.86M-parameter model learned neither that nor a
-three-term sum in the card's 300 steps (greedy EM 0.0 at every length), so the sum runs over
+three-term sum in the planned 300 steps (greedy EM 0.0 at every length), so the sum runs over
 the model's own last two outputs: the rule is local (learnable in 300 steps) and one flipped
-digit still corrupts every later one (card: "an early error propagates, mimicking long
-generations"). The length buckets 10/20/30 score the first k of `n_digits` generated digits.
+digit still corrupts every later one (an early error propagates, mimicking long
+generations). The length buckets 10/20/30 score the first k of `n_digits` generated digits.
 With two seed digits there are only 100 prompts, all of them chains seen in training: the
 evaluation measures whether quantization preserves what the FP model computes, not
 generalisation.
@@ -34,7 +34,7 @@ class DataConfig:
     calib_chars: int = 60_000
     sum_fraction: float = 0.6       # share of lines that are running-sum lines
     n_digits: int = 30              # generated digits per prompt = the longest bucket
-    n_eval: int = 100               # evaluation seeds, ≤ 100 (card §5: 300 prompts per bucket)
+    n_eval: int = 100               # evaluation seeds, ≤ 100 (planned: 300 prompts per bucket)
     seed: int = 0
 
     def __post_init__(self):
@@ -101,7 +101,8 @@ def build(cfg: DataConfig, out_dir: str | Path) -> dict:
 
 @dataclass
 class CalibConfig:
-    """Calibration set (card §3a: 128 × 2048-token WikiText-2 train segments; §5: 64 × 128)."""
+    """Calibration set (OmniQuant's default: 128 × 2048-token WikiText-2 train
+    segments; tiny: 64 × 128)."""
     source: str = "generated"       # "generated" (calib.txt of the data step) or a hub dataset id
     subset: str | None = None       # e.g. "wikitext-2-raw-v1"
     split: str = "train"

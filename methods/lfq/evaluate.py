@@ -1,4 +1,4 @@
-"""Evaluation of the FP model and its quantized variants (card §5 `lfq_eval`).
+"""Evaluation of the FP model and its quantized variants (arXiv 2605.29756; tiny metrics ours).
 
 Per model: token-level perplexity on held-out PCFG text (tiny) or WikiText-2 test at the
 paper's seqlen (paper scale, `ppl_source`); mean KL(p_FP‖p_Q) per token and top-1 agreement
@@ -30,7 +30,7 @@ SUM_TASK = "lfq_running_sum"
 @dataclass
 class EvalConfig:
     seq_len: int = 96
-    n_kl_seqs: int = 200            # card §5: 200 held-out sequences
+    n_kl_seqs: int = 200            # tiny: 200 held-out sequences
     n_ppl_seqs: int = 64
     buckets: list[int] = field(default_factory=lambda: [10, 20, 30])
     batch_size: int = 50

@@ -1,4 +1,5 @@
-"""Block-wise PTQ of a Llama-style HF model (card §3a) and LFQ's final block (card §3b).
+"""Block-wise PTQ of a Llama-style HF model (OmniQuant-style block reconstruction)
+and LFQ's final block (arXiv 2605.29756; objective as quoted by a third-party note, NV).
 
 Sequential over blocks l = 1…L: FP targets Y_l = block_l(X_l^FP) on FP inputs; the quantized
 block sees X_l^Q, the outputs of the already-quantized blocks; then X_{l+1}^Q = Q-block_l(X_l^Q)
@@ -9,7 +10,7 @@ and X_{l+1}^FP = Y_l. Per block, the baseline is one of
 `final_block` re-quantizes the LAST block of a baseline model with LWC under another objective:
   mse     — OmniQuant's own (used by `omni` itself);
   headmse — MSE between logits W_head·norm(·) of the Q and FP block outputs (ablation "+head");
-  lfq     — soft cross-entropy −Σ softmax(z^FP)·log_softmax(z^Q) (LFQ, §3b),
+  lfq     — soft cross-entropy −Σ softmax(z^FP)·log_softmax(z^Q) (LFQ),
 with the final norm and LM head frozen and never quantized; embeddings stay FP throughout.
 The vocab-sized logits are built and back-propagated ≤ `chunk` tokens at a time.
 """
@@ -35,10 +36,10 @@ OBJECTIVES = ("mse", "headmse", "lfq")
 class QuantConfig:
     bits: int = 3
     group_size: int = 32
-    epochs: int = 10              # LWC epochs over the calibration set (card §5: 10)
-    batch_size: int = 4           # card §5: batch 4
-    lr: float = 1e-2              # AdamW, weight decay 0 (card §3a)
-    chunk: int = 256              # tokens per vocab-softmax chunk (card §3b)
+    epochs: int = 10              # LWC epochs over the calibration set (tiny: 10)
+    batch_size: int = 4           # tiny: batch 4
+    lr: float = 1e-2              # AdamW, weight decay 0 (OmniQuant's defaults)
+    chunk: int = 256              # tokens per vocab-softmax chunk (our choice, bounds memory)
     gptq_block_size: int = 128
     gptq_percdamp: float = 0.01
     gptq_act_order: bool = False
@@ -208,7 +209,7 @@ def quantize_model(model, ids, method: str, cfg: QuantConfig, in_place: bool = F
 
 
 def final_block(model, base_qmodel, ids, objective: str, cfg: QuantConfig, in_place: bool = False):
-    """LFQ (§3b): the base model's blocks 1…L−1 unchanged, block L re-quantized from its FP
+    """LFQ: the base model's blocks 1…L−1 unchanged, block L re-quantized from its FP
     weights by LWC under `objective`. Returns (qmodel, records of block L, log); with
     `in_place`, `base_qmodel` itself gets the new block (no copy of the whole model)."""
     if objective not in OBJECTIVES:

@@ -1,4 +1,5 @@
-"""The weight quantizer of every baseline (card §3a): asymmetric, `bits` bits, groups of
+"""The weight quantizer of every baseline (OmniQuant, ICLR 2024, and its code
+OpenGVLab/OmniQuant): asymmetric, `bits` bits, groups of
 `group_size` input columns per output row, with OmniQuant's learnable weight clipping (LWC).
 
     x_max = σ(γ)·max(W_G), x_min = σ(β)·min(W_G)          (RTN: σ = 1, no clipping)
@@ -17,7 +18,7 @@ import torch.nn.functional as F
 
 from kernels import quant as kq
 
-LWC_INIT = 4.0  # σ(4) = 0.982 (card §3a)
+LWC_INIT = 4.0  # σ(4) = 0.982 (OmniQuant code's LWC init)
 
 
 def round_ste(x: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Quantized model directories (CONVENTIONS 6): the fake-quantized weights as a plain HF
+"""Quantized model directories (each step writes a new, descriptively named artifact): the fake-quantized weights as a plain HF
 directory (`from_pretrained` and lm-eval load it), plus `quant.safetensors` holding every
 quantized linear as packed int32 codes (kernels/quant.py layout), fp16 scales and int8 zero
 points (int16 for a tensor whose zeros leave the int8 range), and `quant.json` (what was done)."""

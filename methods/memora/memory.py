@@ -305,8 +305,8 @@ class TemplateMemoraLLM(MemoraLLM):
 # --------------------------------------------------------------------------- building stores
 @dataclasses.dataclass
 class BuildConfig:
-    consolidate_k: int = 5          # R(a_i): top-k existing abstractions (card: inferred 5)
-    gamma: float = 0.7              # U = {m in R: cos >= gamma} (card: inferred 0.7)
+    consolidate_k: int = 5          # R(a_i): top-k existing abstractions (not stated in the paper; our choice 5)
+    gamma: float = 0.7              # U = {m in R: cos >= gamma} (not stated in the paper; our choice 0.7)
     chunk_turns: int = 3            # RAG chunk size in turns
 
 

@@ -303,7 +303,7 @@ def step_aggregate(cfg: dict, runs: list[str], builds: list[str], theory: str,
            else "hashing bag-of-words embeddings (test/smoke embedder, not MiniLM)")
     notes = {"general": f"{sim}; {emb}; numbers measure the retrieval mechanism, not LLM answers or judge scores."}
     for key, ok, msg in [
-        ("c1_policy_minus_semantic", lambda v: v >= 0.15, "multi-hop recall gain of the anchor-walking policy over semantic search is below the card's 0.15"),
+        ("c1_policy_minus_semantic", lambda v: v >= 0.15, "multi-hop recall gain of the anchor-walking policy over semantic search is below the 0.15 threshold"),
         ("c1_policy_minus_rag", lambda v: v >= 0, "memora+policy multi-hop recall is below RAG's"),
         ("c2_ablation_holds", lambda v: v, f"policy gain without anchors ({gn}) is not at most half the gain with anchors ({ga})"),
         ("c3_entry_ratio", lambda v: v <= 0.6, "consolidation kept more than 0.6x the fact-store's entries"),

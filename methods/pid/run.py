@@ -18,7 +18,8 @@ VOCAB = {"img": IMG_VOCAB, "txt": TXT_VOCAB, "aud": AUD_VOCAB}
 class Fusion(nn.Module):
     """Token embeddings per modality (4 tokens each), concatenated, then an MLP classifier over
     the 4 options. `masks` maps a modality to its calibrated (mu, sigma): its embeddings are
-    replaced by Gaussian draws with those per-dimension statistics (card §3)."""
+    replaced by Gaussian draws with those per-dimension statistics (the paper's calibrated
+    embedding masking, as described by a third-party note, NV)."""
 
     def __init__(self, mods, d: int, hidden: int, jitter: float):
         super().__init__()
@@ -125,7 +126,7 @@ def probs(model, batch, masks=None, seed=0):
 
 def onehot(tokens, vocab):
     """Source features for BATCH: the modality's tokens one-hot, concatenated (slot-wise codebooks
-    make this the lossless version of the card's mean-pooled embeddings)."""
+    make this the lossless version of the paper's mean-pooled embeddings)."""
     return np.eye(vocab)[tokens].reshape(len(tokens), -1)
 
 
@@ -204,7 +205,8 @@ class ReweightConfig:
 
 
 def pid_scores(pc: PIDConfig, model, profile, items) -> dict:
-    """Per-sample SR, SC, FP and GapScore (card §3) from BATCH local atoms, batch by batch."""
+    """Per-sample SR, SC, FP and GapScore (the paper's per-sample scores, via a
+    third-party note, NV) from BATCH local atoms, batch by batch."""
     stats = emb_stats(model, profile)
     p12 = probs(model, items)
     p1 = probs(model, items, {"txt": stats["txt"]}, 1)
@@ -239,7 +241,7 @@ def weights_from(sc: dict, rc: ReweightConfig) -> np.ndarray:
 
 
 def finetune(cfg: TrainConfig, rc: ReweightConfig, state, items, w, seed: int, profile) -> Fusion:
-    """Weighted SFT of the last layers only (second hidden layer + head; the card's LoRA on the
+    """Weighted SFT of the last layers only (second hidden layer + head; the paper uses LoRA on the
     last 20% of layers), the rest frozen."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)

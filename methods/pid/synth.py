@@ -1,4 +1,5 @@
-"""Generated multimodal items whose label depends on the modalities in known ways (card §5).
+"""Generated multimodal items whose label depends on the modalities in known ways (our tiny design for
+arXiv 2606.00959).
 
 Every item has an "image" of 4 patch tokens (slot k holds token 8k + value, value in 0..7: a
 32-symbol codebook), a 4-token text [task word, filler, value word, filler] and, for the omni
@@ -36,7 +37,7 @@ class DataConfig:
     n_av_test: int
     vision_only_frac: float
     seed: int
-    hub: dict                # paper scale: the real MLLMs and benchmarks (card §6)
+    hub: dict                # paper scale: the real MLLMs and benchmarks
 
 
 def _text(rng, word, value):

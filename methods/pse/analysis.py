@@ -149,7 +149,7 @@ def analyse(scen: dict, labels: dict, pipe: list, defs: dict, planted: dict | No
                   "d2_fpr_nomention"):
             m["notes"][k] = SIM_NOTE
         m["notes"]["compounding_factor"] = (f"{SIM_NOTE} Planted per-hop carry-over {planted['p_carry']} and "
-                                            f"base/re-injection rate {planted['q']} (ERRATA: parameters); the "
+                                            f"base/re-injection rate {planted['q']} (parameters: the abstract versions disagree); the "
                                             "paper's 3× (1.9× in the arXiv digest) is not checkable here.")
         m["notes"]["susceptibility_min"] = f"{SIM_NOTE} The value is the planted mixture, not a measurement of a model."
     return m, tables

@@ -1,4 +1,5 @@
-"""Scenario generator of the contamination protocol (card §3): entities E = (n, v, τ, B) with
+"""Scenario generator of the contamination protocol (arXiv 2608.07952; the
+protocol details are our inferred design): entities E = (n, v, τ, B) with
 unique nonce names/values, the 2×2×2 factorial (N name binding, T event trigger, P boundary) ×
 4 payload types, persistence runs, pipelines, defence panels and clean controls.
 
@@ -48,15 +49,15 @@ def nonce(rng: random.Random, kind: str) -> str:
 
 @dataclasses.dataclass
 class ScenarioConfig:
-    seeds: int           # factorial seeds per cell (card: 10)
+    seeds: int           # factorial seeds per cell (planned: 10)
     persist_seeds: int   # persistence trials per type (N = T = 1, P = 0)
-    pipeline_seeds: int  # pipelines (card: 20)
-    stages: int          # pipeline length S (card: 4)
+    pipeline_seeds: int  # pipelines (planned: 20)
+    stages: int          # pipeline length S (planned: 4)
     defence_seeds: int   # defence panel trials per type (N = T = 1, P = 0)
     control_seeds: int   # clean controls per variant (mention / no mention)
-    horizon: int         # probe turns (card: 10)
+    horizon: int         # probe turns (the paper: up to turn 10)
     seed: int
-    max_new_tokens: int = 200  # length limit of every agent turn (ours; the card gives none)
+    max_new_tokens: int = 200  # length limit of every agent turn (ours; not stated in the paper)
 
 
 def _entity(rng: random.Random, ctype: str, N: int, T: int) -> dict:

@@ -1,5 +1,5 @@
 """SimAgent: a scripted simulator of a tool-using chat model with *planted* contamination
-behaviour (card §5). It stands in for an instruction-tuned LLM agent (and for the verifier of
+behaviour (planted values are our choice). It stands in for an instruction-tuned LLM agent (and for the verifier of
 D1); it is not a language model. It reads the conversation it is given, calls tools in the
 harness's tool-call format, and decides contamination from explicit probabilities:
 

@@ -1,5 +1,5 @@
-"""Table, claim metrics and figure of the RaBitQCache study (card §5 `rabitqcache_report`).
-Imports no torch (CONVENTIONS 14)."""
+"""Table, claim metrics and figure of the RaBitQCache study (arXiv 2606.31519).
+Imports no torch (plots and reports never do)."""
 from __future__ import annotations
 
 import math
@@ -14,7 +14,7 @@ COLUMNS = ["method", "em", "top1_agree", "kl", "recall", "recall_mid", "budget",
 
 @dataclass
 class AnalysisConfig:
-    ref_p: float = 0.85           # the p of the claims (card §5: 0.85)
+    ref_p: float = 0.85           # the p of the claims (0.85)
     min_dense_em: float = 0.5     # below it passkey EM differences are noise around chance: not checked
     agree_threshold: float = 0.95  # claim C6c's threshold, also applied to the random control
 
@@ -56,7 +56,7 @@ def summary_metrics(cfg: AnalysisConfig, est: dict, methods: dict) -> dict:
                            f"int4 deterministic {est['bias_frac_within_3sem_int4_det']:.3f}; {est['n_pairs']} pairs × "
                            f"{est['rotations']} rotations",
         "c2a_coverage": f"closed form {est['coverage_closed_form']:.4f} (Beta CDF, ε0={est['eps0']}); "
-                        f"the card's 0.99 is not what ε0=1.9 gives at D={est['head_dim']}",
+                        f"the planned 0.99 is not what ε0=1.9 gives at D={est['head_dim']}",
         "c2b_ip_ob_dev": f"mean ⟨ō,o⟩ {est['ip_ob_mean']:.4f} (uniform-direction closed form "
                          f"{est['ip_ob_uniform_mean']:.4f})",
         "c3_rmse_ratio_centred": f"RMSE centred {est['rmse_fp']:.3f} vs un-centred {est['rmse_fp_uncentred']:.3f}",

@@ -1,4 +1,5 @@
-"""RaBitQCache sparse attention inside a transformers model (card §3; pyimpl `attention.py`).
+"""RaBitQCache sparse attention inside a transformers model (arXiv
+2606.31519; after the official code's pyimpl `attention.py`).
 
 `SparseAttention(model, cfg)` registers an attention function with transformers'
 `AttentionInterface` and switches the model to it, so `model(...)`, `model.generate(...)` and
@@ -73,7 +74,7 @@ class LayerState:
         self.codes: R.KeyCodes | None = None
 
     def encode_upto(self, k: torch.Tensor, interval: int) -> None:
-        """Lazy update: encode whole batches of `interval` new keys (card §3 step 2)."""
+        """Lazy update: encode whole batches of `interval` new keys (the official code's "lazy update")."""
         new = (k.shape[2] // interval) * interval
         if new <= self.nq:
             return
@@ -163,7 +164,7 @@ class SparseAttention:
         return out.transpose(1, 2).contiguous(), probs
 
     def _calibrate(self, layer, query, k) -> None:
-        """A new sequence: centroids from the prefill (card §3 "Calibration at prefill")."""
+        """A new sequence: centroids from the prefill (as the official code calibrates at prefill)."""
         if self.cfg.center:
             c_q, c_k = query.float().mean(2), k.float().mean(2)
         else:
@@ -212,7 +213,7 @@ class SparseAttention:
 
     # ------------------------------------------------------------------- metrics ----
     def meta_bytes(self, d: int) -> float:
-        """Bytes of selection metadata read per middle token (I/O proxy, card §5 claim 7)."""
+        """Bytes of selection metadata read per middle token (I/O proxy, claim 7)."""
         cfg, b = self.cfg, self.cfg.fp16_bytes
         return {"rabitq": d / 8 + 3 * 4, "int4key": d / 2 + 2 * b, "quest": 2 * d * b / cfg.quest_page,
                 "oracle": d * b, "random": 0.0, "dense": 0.0}[cfg.method]
@@ -259,7 +260,7 @@ def _forward(module, query, key, value, attention_mask, scaling=None, dropout=0.
 
 def aggregate(records: list[dict]) -> dict:
     """Means over every recorded (step, layer, batch row, head) and the budget's coefficient of
-    variation (std/mean) across them (card §5 "adaptivity")."""
+    variation (std/mean) across them (adaptivity, claim 4)."""
     if not records:
         return {}
     cat = {k: torch.cat([r[k].flatten() for r in records]).double()

@@ -1,4 +1,4 @@
-"""The tiny retrieval model (card §5 `rabitqcache_train`): a Llama with 2 heads × head_dim 64
+"""The tiny retrieval model (RaBitQCache study, tiny scale): a Llama with 2 heads × head_dim 64
 trained with the shared trainer on the passkey texts, loss on the answer digits only (a
 retrieval signal; the filler is unpredictable noise). At paper scale `hub_id` names the real
 model and this step copies it into a local model directory instead of training."""

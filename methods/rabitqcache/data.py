@@ -1,4 +1,5 @@
-"""Passkey / multi-key retrieval data (card §5 `rabitqcache_data`).
+"""Passkey / multi-key retrieval data (our tiny task for RaBitQCache,
+arXiv 2606.31519; the paper also reports passkey retrieval).
 
 A record is filler words with 1–3 needles "key <name> is d d d d d ." at random depths, then
 the query "value of key <name> ?" whose answer is the needle's digits. Filler words are drawn
@@ -31,12 +32,12 @@ _SYL = ["ba", "ko", "ri", "mu", "se", "ta", "ne", "lo", "pi", "du", "ga", "fe", 
 class DataConfig:
     n_train: int = 4000
     n_eval: int = 64
-    train_len: int = 256          # tokens per training text (card §5: 256)
-    eval_len: int = 512           # tokens per evaluation prompt (card §5: 512)
-    vocab_words: int = 200        # filler vocabulary (card §5: 200-word Zipf vocabulary)
+    train_len: int = 256          # tokens per training text (tiny: 256)
+    eval_len: int = 512           # tokens per evaluation prompt (tiny: 512)
+    vocab_words: int = 200        # filler vocabulary (200-word Zipf vocabulary)
     zipf_a: float = 1.1
     topic_words: int = 0          # > 0: each text's filler uses its own random subset of this many words
-    min_needles: int = 1          # evaluation prompts (card §5: 1–3 needles)
+    min_needles: int = 1          # evaluation prompts (1–3 needles)
     max_needles: int = 3
     train_min_needles: int = 2    # training texts carry more needles, each one asked: more
     train_max_needles: int = 6    # answer tokens per sequence (our choice, see README)

@@ -1,4 +1,5 @@
-"""The RaBitQ estimator of q·k for KV-cache keys (card §3; RaBitQ, Gao & Long, SIGMOD'24).
+"""The RaBitQ estimator of q·k for KV-cache keys (arXiv 2606.31519; RaBitQ,
+Gao & Long, SIGMOD'24, arXiv 2405.12497).
 
 Conventions (row vectors, every tensor [..., D]): P is a Haar-random orthogonal D×D matrix and a
 vector x is rotated as x' = x @ P. Per (layer, head), prefill gives the centroids c_q (mean
@@ -11,7 +12,7 @@ packed bits plus the factors (n/⟨x̄, u'⟩, Σb, c_q·k). For a query q, q' =
     ⟨q − c_q, k − c_k⟩ ≈ n · ⟨x̄, q'⟩ / ⟨x̄, u'⟩,        x̄ = (2b − 1)/√D,
 
 unbiased over P (RaBitQ Thm 3.2); then q·k = ⟨q − c_q, k − c_k⟩ + q·c_k + c_q·k − c_q·c_k exactly.
-The error bound (RaBitQ §3.2, card §3): with probability ≥ 1 − 2e^{−c0 ε0²},
+The error bound (RaBitQ §3.2; constants as we read them, NV): with probability ≥ 1 − 2e^{−c0 ε0²},
 
     |err| ≤ n·‖q − c_q‖ · √((1 − ⟨ō,o⟩²)/⟨ō,o⟩²) · ε0/√(D − 1).
 

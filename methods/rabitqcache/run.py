@@ -1,4 +1,4 @@
-"""DAG steps that run the model (card §5): capture decode-time q/K/V, sparse evaluation with
+"""DAG steps that run the model (RaBitQCache, arXiv 2606.31519): capture decode-time q/K/V, sparse evaluation with
 generation running through `SparseAttention`, and (paper scale) lm-eval tasks with it.
 
 Decoding protocol: the prompt minus its last `tail_steps` tokens is prefilled densely; those

@@ -1,4 +1,5 @@
-"""Token selection over the middle region of the cache (card §3 "Selection per decode step").
+"""Token selection over the middle region of the cache (the official code's
+`rabitq_selector`, github.com/Sakuraaa0/RaBitQCache).
 
 Every function takes per-(batch, head) scores or keys for the N middle tokens and returns a
 bool mask [..., N] of the tokens to load for exact attention.
@@ -9,7 +10,7 @@ import torch
 
 
 def top_p_mask(probs: torch.Tensor, p: float) -> torch.Tensor:
-    """RaBitQCache's Top-p (pyimpl `top_p.py`, card §3 step 3): sort descending, keep the tokens
+    """RaBitQCache's Top-p (pyimpl `top_p.py`): sort descending, keep the tokens
     whose *inclusive* cumulative mass is ≤ p, and always the top-1. The token that crosses p
     is excluded (unlike nucleus sampling). p ≥ 1 keeps every token."""
     if p >= 1.0:
@@ -49,7 +50,8 @@ def quest_mask(q: torch.Tensor, keys: torch.Tensor, page: int, k: int) -> torch.
 
 def int4_token_dequant(keys: torch.Tensor, bits: int = 4) -> torch.Tensor:
     """Per-token asymmetric `bits`-bit quantization of each key (min/max over its D channels),
-    dequantized: the Twilight-like baseline's proxy keys (card §4/§5)."""
+    dequantized: the Twilight-like baseline's proxy keys (INT-quantized keys + top-p, one of the
+    paper's baselines per the official configs)."""
     lo, hi = keys.amin(-1, keepdim=True), keys.amax(-1, keepdim=True)
     scale = ((hi - lo) / (2 ** bits - 1)).clamp_min(1e-8)
     return torch.round((keys - lo) / scale).clamp(0, 2 ** bits - 1) * scale + lo

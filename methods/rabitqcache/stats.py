@@ -1,4 +1,5 @@
-"""Estimator statistics on captured decode-time q and K (card §5 `rabitqcache_estimator`).
+"""Estimator statistics on captured decode-time q and K (RaBitQCache,
+arXiv 2606.31519; RaBitQ, arXiv 2405.12497).
 
 For a sample of real (q, k) pairs per (layer, head) and R Haar-random rotations:
 - bias: per pair, the mean error over rotations against its standard error (unbiasedness:

@@ -1,2 +1,2 @@
 """ReMoE (arXiv 2605.27081): router-only fine-tuning for token-wise expert reuse in offloaded
-MoE inference. Card: shared/papers/remoe.md. Not thu-ml/ReMoE (ReLU routing, ICLR 2025)."""
+MoE inference. Not thu-ml/ReMoE (ReLU routing, ICLR 2025)."""

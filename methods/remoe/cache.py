@@ -7,7 +7,7 @@ policy when it holds more than `capacity` experts. The number fetched is the ste
 
     EOR = mean_{t≥2} |E_t ∩ E_{t−1}| / K
 
-Proposition 3.1 (card §3): with LRU and capacity C ≥ K, the mean fetches per token over
+Proposition 3.1 of arXiv 2605.27081 (conditions as we read them): with LRU and capacity C ≥ K, the mean fetches per token over
 t ≥ 2 satisfy N̄_fetch ≤ K (1 − EOR). Reason: after step t−1 the K most recently used experts
 are exactly E_{t−1}, all resident since C ≥ K, so step t fetches at most |E_t \\ E_{t−1}|. At C = K
 the cache holds exactly E_{t−1}, so the bound is an equality on every trace. The cold-start

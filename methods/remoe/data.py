@@ -1,4 +1,4 @@
-"""The domain-switching corpus (card §5): documents of `doc_len`+1 characters made of segments
+"""The domain-switching corpus (our tiny task): documents of `doc_len`+1 characters made of segments
 (geometric length, mean `mean_segment`) drawn from 4 generators in turn, never the same domain
 twice in a row: digit arithmetic "12+7=19.", Dyck brackets, copy/reverse strings "abc|cba;",
 and the PCFG sentence grammar of methods.core.data. Characters are the tokens; the domain of

@@ -1,6 +1,7 @@
-"""ReMoE's router objective (card §3), per MoE layer on (B, S, E) log-probabilities.
+"""ReMoE's router objective (arXiv 2605.27081, as given by a third-party
+note on the paper, NV), per MoE layer on (B, S, E) log-probabilities.
 
-KL direction (ERRATA): `kl(logp, logq)` = KL(P‖Q) = Σ_e P_e (log P_e − log Q_e), written out
+KL direction (easy to get backwards with PyTorch): `kl(logp, logq)` = KL(P‖Q) = Σ_e P_e (log P_e − log Q_e), written out
 explicitly. torch's `F.kl_div(input, target)` takes input = log Q and target = P and returns
 KL(P‖Q), i.e. its *second* argument is the first argument of KL; we do not use it.
 
@@ -10,7 +11,7 @@ KL(P‖Q), i.e. its *second* argument is the first argument of KL; we do not use
 * Smooth: mean_t SymKL(P_t, P_{t−1}), gradients through both steps.
 * Lag: mean over d ∈ D of mean_t SymKL(P_t, P_{t−d}) (lags ≥ S are skipped).
 * Working set: windows of W steps, P̄_b = mean of P_t, L = mean_b H(P̄_b) (nats).
-SymKL(a, b) = KL(a‖b) + KL(b‖a) (card's [I] reading; `sym_half` gives ½ of it).
+SymKL(a, b) = KL(a‖b) + KL(b‖a) (our reading, not verified; `sym_half` gives ½ of it).
 """
 from __future__ import annotations
 

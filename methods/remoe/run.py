@@ -108,7 +108,7 @@ def finetune(cfg: FinetuneConfig, base: str, data_path: str, out: str, log: str)
     def loss_fn(model, batch):
         B, S = batch["input_ids"].shape
         logits = model(input_ids=batch["input_ids"]).logits
-        loss = _ce(logits, batch["labels"])  # load balancing off (card §3)
+        loss = _ce(logits, batch["labels"])  # load balancing off (as in the paper, per the note)
         if not v.locality and v.lambda_kl == 0:
             return loss
         alpha = min(1.0, batch["step"] / t_warm)

@@ -25,7 +25,7 @@ def _curve(df, width, opt):
 
 
 def matched_ratio(sgd, adamw, tol):
-    """Changed-fraction ratio SGD / AdamW at matched accuracy (card §5 R2). For every SGD lr
+    """Changed-fraction ratio SGD / AdamW at matched accuracy (claim R2). For every SGD lr
     whose seed-mean accuracy lies in AdamW's accuracy range (± `tol`, then AdamW's nearest end
     point is used), AdamW's changed fraction is interpolated linearly in accuracy over its lr
     grid; the ratio reported is the LARGEST over those SGD lrs (the least favourable to the

@@ -1,4 +1,5 @@
-"""GRPO written for exact control (card §3, §5).
+"""GRPO (DeepSeekMath's group-relative objective, as in trl) written for exact control, for the
+RLVR study of arXiv 2602.07729.
 
 One iteration: for each of `n_prompts` prompts sample G completions from the current policy
 (temperature T, at most `max_new` tokens, stopping at EOS); reward 1/0 by exact match;
@@ -8,9 +9,9 @@ groups with zero reward variance optionally dropped; then ONE on-policy update o
     L(θ) = − Σ_i Σ_t min(ρ Â_i, clip(ρ, 1−ε_lo, 1+ε_hi) Â_i) / norm  (+ β k3-KL, β = 0 by default)
 
 with ρ = π_θ/π_old ≡ 1 numerically (π_old = the detached current policy), so ∇L is the
-REINFORCE-with-group-baseline gradient. Loss normalisation (ERRATA): `token` divides by the
-total number of completion tokens in the batch (verl `token-mean`, trl `dapo`, card §3;
-the default), `seq` takes each sequence's token mean, then the mean over sequences (card §5
+REINFORCE-with-group-baseline gradient. Loss normalisation (the two give different gradients): `token` divides by
+the total number of completion tokens in the batch (verl `token-mean`, trl's default `dapo`;
+the default), `seq` takes each sequence's token mean, then the mean over sequences (our
 pilot).
 """
 from __future__ import annotations

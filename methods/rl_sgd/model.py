@@ -1,4 +1,4 @@
-"""Tiny Llama-style LM in plain torch (card §5: RMSNorm, SwiGLU, learned positions).
+"""Tiny Llama-style LM in plain torch (RMSNorm, SwiGLU, learned positions).
 
 Plain torch keeps each DAG step's start-up to torch's import (no transformers); weights are
 stored with safetensors. `forward(ids) → logits` is all the GRPO loop needs, so the same loop
@@ -88,7 +88,7 @@ def n_params(model) -> int:
 
 
 def round_to_bf16(model) -> None:
-    """Cast every weight to bf16 and back, so the base checkpoint is bf16-representable (§5)."""
+    """Cast every weight to bf16 and back, so the base checkpoint is bf16-representable."""
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(p.to(torch.bfloat16).to(p.dtype))

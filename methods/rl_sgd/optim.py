@@ -1,4 +1,5 @@
-"""The optimizers compared (card §3) and their state size.
+"""The optimizers compared (AdamW vs SGD and the momentum / adaptivity
+ablations of arXiv 2602.07729; hyper-parameters ours) and their state size.
 
 adamw        AdamW (β1, β2, λ from the config; verl defaults 0.9, 0.999, 0.01)
 sgd          plain SGD, no momentum, no state

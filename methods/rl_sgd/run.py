@@ -97,7 +97,7 @@ def warmstart(cfg: WarmConfig, width: int, data: str, out: str) -> dict:
     m = M.TinyLM(_arch(cfg.arch, width))
     opt = optim.make("adamw", m.parameters(), cfg.lr)
     rows = sft.train(m, opt, read_pairs(data, "sft_train"), "add", steps, cfg.batch_size, cfg.seed, _log)
-    M.round_to_bf16(m)  # the base is exactly bf16-representable (card §5)
+    M.round_to_bf16(m)  # the base is exactly bf16-representable
     acc = accuracy(m, read_pairs(data, "eval"))
     meta = {"width": width, "steps": steps, "n_params": M.n_params(m), "base_acc": acc, "final_loss": rows[-1]["loss"]}
     M.save(m, out, meta)

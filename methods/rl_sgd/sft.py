@@ -1,5 +1,5 @@
-"""Supervised steps: the warm start (AdamW SFT on addition, card §5 step 2) and the SFT
-continuation contrast (multiplication, card §5 step 5). Loss on answer tokens only."""
+"""Supervised steps: the warm start (AdamW SFT on addition) and the SFT
+continuation contrast (multiplication). Loss on answer tokens only."""
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
-"""Update sparsity (card §2/§3, `check_sparsity.py`): the fraction of stored entries that
+"""Update sparsity (the authors' `check_sparsity.py`,
+github.com/SagnikMukherjee/sparsity_in_rl): the fraction of stored entries that
 differ between base and RL checkpoints, compared in bf16 (the paper's metric) and in fp32;
 per tensor, per category and overall; plus the rank structure of the fp32 update ΔW."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The verifiable-reward task (card §5): `^aa+bb=` → digits of a+b then EOS `;`.
+"""The verifiable-reward task (our tiny task): `^aa+bb=` → digits of a+b then EOS `;`.
 
 15-symbol char vocabulary; operands are zero-padded to two digits so every prompt has the
 same length (7), which keeps batched sampling with learned positions exact. The SFT contrast

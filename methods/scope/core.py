@@ -41,7 +41,7 @@ def performance(length: int, correct: bool) -> str:
 
 
 def build_prompt(model: str, question: str, anchors: list[tuple[str, int, bool]]) -> str:
-    """The §3 prompt, compacted for a char-level predictor: target model id, one line per anchor
+    """The official code's prompt (`scripts/scope_inference.py`), compacted for a char-level predictor: target model id, one line per anchor
     `Question Performance`, then the target question; the completion is `performance(...)`."""
     lines = [f"Model: {model}"] + [f"{q} {performance(n, c)}" for q, n, c in anchors]
     return "\n".join(lines) + f"\n> {question} "
@@ -55,7 +55,7 @@ def parse(text: str) -> tuple[int, bool] | None:
 
 # ---- RL stage: reward and group-relative advantages --------------------------------------
 def reward(text: str, true_len: int, true_correct: bool) -> dict:
-    """r = r_format + r_correct + r_len (card §3 [I]): r_format 1 if the completion parses,
+    """r = r_format + r_correct + r_len (not stated in what we read; our choice): r_format 1 if the completion parses,
     r_correct 1 if predicted yes/no equals the truth, r_len = max(0, 1 - |L̂ - L| / L)."""
     p = parse(text)
     if p is None:

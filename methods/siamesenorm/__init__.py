@@ -2,7 +2,7 @@
 and a Post-Norm-like `x` re-normalised before every sub-layer, sharing one set of block weights.
 
 `model.py` holds a tiny Llama-style decoder (RMSNorm, RoPE, SwiGLU, tied embeddings) whose
-`norm_scheme` selects Pre-Norm, Post-Norm, or the card's SiameseNorm variants "post_pre" (A) and
+`norm_scheme` selects Pre-Norm, Post-Norm, or SiameseNorm's variants "post_pre" (A) and
 "hybrid_pre" (B). Importing this package registers the architecture with the transformers Auto
 classes, so `AutoModelForCausalLM.from_pretrained(dir)` and lm-eval's `hf` model load a saved
 directory without `trust_remote_code`.

@@ -1,8 +1,8 @@
-"""Table, claim metrics (C1–C5 of card §5) and the figure of the SiameseNorm sweep.
+"""Table, claim metrics (C1–C5) and the figure of the SiameseNorm sweep.
 
 Imports no torch. A run's "best learning rate" is the one with the lowest seed-mean validation
 loss for its scheme (a diverged run's loss counts as +inf). "siamese" is the scheme named by
-`siamese` (card §5 uses Variant A, post_pre); other schemes in the sweep (hybrid_pre) are
+`siamese` (Variant A, post_pre); other schemes in the sweep (hybrid_pre) are
 tabulated and plotted, not asserted.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The corpus of the SiameseNorm study (card §5): arithmetic lines and PCFG sentences, a
+"""The corpus of the SiameseNorm study (our tiny design): arithmetic lines and PCFG sentences, a
 char-level tokenizer, and held-out arithmetic prompts for exact match through lm-eval.
 
 Arithmetic lines are "{a}+{b}={a+b}", "{a}-{b}={a-b}" (a, b < max_operand) and
@@ -28,10 +28,10 @@ class DataConfig:
     tokenizer: str = "char"         # "char" (trained here) or a hub tokenizer id
     train_chars: int = 2_000_000
     val_chars: int = 100_000
-    arith_fraction: float = 0.5     # share of characters in arithmetic lines (card §5: 50%)
-    max_operand: int = 1000         # a, b < 1000 (card §5)
-    max_digit: int = 10             # d < 10 for products (card §5)
-    n_arith_eval: int = 500         # held-out exact-match prompts (card §5)
+    arith_fraction: float = 0.5     # share of characters in arithmetic lines (50%)
+    max_operand: int = 1000         # a, b < 1000
+    max_digit: int = 10             # d < 10 for products
+    n_arith_eval: int = 500         # held-out exact-match prompts
     seed: int = 0
 
     def __post_init__(self):

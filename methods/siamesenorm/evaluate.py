@@ -1,4 +1,4 @@
-"""Evaluation of every trained run (card §5 step 3) through lm-eval.
+"""Evaluation of every trained run through lm-eval.
 
 Tiny scales: the held-out arithmetic prompts ("123+456=") are exported as an lm-eval
 `generate_until` task (greedy decoding until the newline, exact match of the answer).

@@ -1,19 +1,20 @@
-"""A tiny Llama-style decoder with a selectable normalisation scheme (method card §3, §5).
+"""A tiny Llama-style decoder with a selectable normalisation scheme (SiameseNorm,
+arXiv 2602.08064; equations as in the official code, github.com/Qwen-Applications/SiameseNorm).
 
 Shared by every scheme: token embedding tied to the LM head, RoPE (transformers' `rotate_half`
 convention: the head dim is split into two halves, not interleaved pairs), causal multi-head
 attention via `F.scaled_dot_product_attention`, SwiGLU FFN, RMSNorm with a gain initialised
-to 1 ("affine parameters initialised to the identity", §3).
+to 1 (affine parameters initialised to the identity, as in the official code).
 
-`norm_scheme` (the card's names, §3 "Model types in the README"):
+`norm_scheme` (the MODEL_TYPE names of the official repository's README):
 - "pre":        x = x + F(RMSNorm(x)) per sub-layer; final RMSNorm.            (baseline)
 - "post":       x = RMSNorm(x + F(x)) per sub-layer; no final norm (the last
                 sub-layer's output is already normalised).                      (baseline)
-- "post_pre":   card §3 Variant A, two streams x, y with c_l = sqrt(2(l+1)).
-- "hybrid_pre": card §3 Variant B (attention input x*c1 + LN(y) with HybridNorm-style per-head
+- "post_pre":   Variant A (DeiT/DiT code of the official repo), two streams x, y with c_l = sqrt(2(l+1)).
+- "hybrid_pre": Variant B (`OLMo_model_hybrid_pre.py`; attention input x*c1 + LN(y) with HybridNorm-style per-head
                 Q/K RMSNorm; FFN sub-layer as in Variant A); `hybrid_attn_norm=True` selects
-                the card's "flag on" path h = LN_attn(x) + LN_attn_y(y).
-"siamese" is accepted as an alias of "post_pre" (the §5 DAG's scheme name).
+                the code's "attn_norm flag on" path h = LN_attn(x) + LN_attn_y(y).
+"siamese" is accepted as an alias of "post_pre" (the sweep's scheme name).
 """
 from __future__ import annotations
 
@@ -98,7 +99,7 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(d, self.nkv * self.hd, bias=False)
         self.v_proj = nn.Linear(d, self.nkv * self.hd, bias=False)
         self.o_proj = nn.Linear(self.nh * self.hd, d, bias=False)
-        # card §3 B: "HybridNorm-style per-head Q/K norms": one RMSNorm over head_dim, shared by
+        # variant B: HybridNorm-style per-head Q/K norms: one RMSNorm over head_dim, shared by
         # the heads, applied after the projection and before RoPE
         self.q_norm = RMSNorm(self.hd, c.rms_norm_eps) if qk_norm else None
         self.k_norm = RMSNorm(self.hd, c.rms_norm_eps) if qk_norm else None
@@ -146,7 +147,7 @@ class Block(nn.Module):
         self.hybrid_attn_norm = c.hybrid_attn_norm
         self.attn = Attention(c, qk_norm=(s == "hybrid_pre"))
         self.mlp = SwiGLU(c)
-        # card §3: c_l = sqrt(2 * (l + 1)), the same constant for both sub-layers of layer l
+        # official code: c_l = sqrt(2 * (l + 1)), the same constant for both sub-layers of layer l
         self.c = math.sqrt(2 * (layer_idx + 1))
 
         def norms(*names):
@@ -155,10 +156,10 @@ class Block(nn.Module):
         if s in ("pre", "post"):
             self.attn_norms, self.ffn_norms = norms("ln"), norms("ln")
         elif s == "post_pre":
-            # card §3 A: 3 norms per sub-layer (post, pre, in)
+            # variant A: 3 norms per sub-layer (post, pre, in)
             self.attn_norms, self.ffn_norms = norms("post", "pre", "in"), norms("post", "pre", "in")
         else:  # hybrid_pre
-            # card §3 B attention: LN_attn_y(y) plus either the learnable per-channel c1 (flag
+            # variant B attention: LN_attn_y(y) plus either the learnable per-channel c1 (flag
             # off, init 1) or LN_attn(x) (flag on); FFN: LN_ff (post), LN_ff_y (pre), LN_ff_in (in)
             self.attn_norms = norms("pre", "post") if c.hybrid_attn_norm else norms("pre")
             self.c1 = None if c.hybrid_attn_norm else nn.Parameter(torch.ones(d))
@@ -172,12 +173,12 @@ class Block(nn.Module):
         if s == "post":                      # x = LN(x + F(x))
             return n["ln"](x + fn(x)), None
         if s == "hybrid_pre" and which == "attn":
-            # card §3 B: h = x*c1 + LN_attn_y(y) (flag on: LN_attn(x) + LN_attn_y(y));
+            # variant B: h = x*c1 + LN_attn_y(y) (flag on: LN_attn(x) + LN_attn_y(y));
             # x = x + att/c, y = y + att
             base = n["post"](x) if self.hybrid_attn_norm else x * self.c1
             r = fn(base + n["pre"](y))
             return x + r / self.c, y + r
-        # card §3 A (and B's FFN): u = LN_post(x); z = LN_in(u + LN_pre(y)); r = F(z);
+        # variant A (and B's FFN): u = LN_post(x); z = LN_in(u + LN_pre(y)); r = F(z);
         # x = u + r / c_l; y = y + r
         u = n["post"](x)
         r = fn(n["in"](u + n["pre"](y)))
@@ -195,7 +196,7 @@ class SiameseNormModel(nn.Module):
         self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
         self.layers = nn.ModuleList(Block(c, i) for i in range(c.num_hidden_layers))
         d, eps = c.hidden_size, c.rms_norm_eps
-        # final norms: pre -> 1; post -> 0; two-stream -> LN_final(LN_a(x) + LN_b(y)), 3 (card §3)
+        # final norms: pre -> 1; post -> 0; two-stream -> LN_final(LN_a(x) + LN_b(y)), 3 (official code)
         self.norm = RMSNorm(d, eps) if c.norm_scheme != "post" else None
         if c.norm_scheme in TWO_STREAM:
             self.norm_x, self.norm_y = RMSNorm(d, eps), RMSNorm(d, eps)
@@ -204,7 +205,7 @@ class SiameseNormModel(nn.Module):
         c = self.config
         B, T = input_ids.shape
         x = self.embed_tokens(input_ids)
-        # card §3: x = y = embed(tokens), the stream duplicated
+        # official code: x = y = embed(tokens), the stream duplicated
         y = x if c.norm_scheme in TWO_STREAM else None
         if position_ids is None:
             position_ids = torch.arange(T, device=input_ids.device)[None]
@@ -288,7 +289,7 @@ def build_siamese_model(cfg: ModelConfig, tokenizer, seed: int, norm_scheme: str
 
 def expected_num_params(c: SiameseNormConfig) -> int:
     """Closed form (tied embeddings, MHA): V·d + L(4d² + 3·d·d_ff) + norm gains, where the
-    gains are (2L+1)d (pre), 2Ld (post), (6L+3)d (post_pre, i.e. pre + (4L+2)d, card §3/C4) and
+    gains are (2L+1)d (pre), 2Ld (post), (6L+3)d (post_pre, i.e. pre + (4L+2)d, claim C4) and
     L(5d + 2·d_head) + 3d (hybrid_pre: c1 or LN_attn, LN_attn_y, q/k norms, 3 FFN norms)."""
     d, L, f, V = c.hidden_size, c.num_hidden_layers, c.intermediate_size, c.vocab_size
     kv = c.num_key_value_heads * (d // c.num_attention_heads)

@@ -1,6 +1,6 @@
-"""One training run of the sweep (card §5 step 2): a norm scheme at a peak learning rate and
+"""One training run of the sweep: a norm scheme at a peak learning rate and
 a seed, with the shared trainer; the validation loss before and after, the divergence flag
-(card §5 step 3) and per-layer gradient norms at a fixed step (step 4, C5).
+and per-layer gradient norms at a fixed step (step 4, C5).
 
 Everything but (scheme, lr) is held fixed within a seed: the same init seed, the same batches
 in the same order, the same schedule.
@@ -29,9 +29,9 @@ class RunConfig:
     train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=400, batch_size=16, lr=1e-2))
     seq_len: int = 64
     eval_batches: int = 16          # validation windows: eval_batches × batch_size × seq_len tokens
-    grad_stats_step: int = 100      # card §5 step 4: per-layer gradient norms at this update
-    diverge_ratio: float = 0.9      # card §5: diverged = NaN, or final loss > ratio × initial loss
-    hybrid_attn_norm: bool = False  # card §3 B: the attn_norm flag of the hybrid_pre variant
+    grad_stats_step: int = 100      # per-layer gradient norms at this update
+    diverge_ratio: float = 0.9      # diverged = NaN, or final loss > ratio × initial loss
+    hybrid_attn_norm: bool = False  # variant B: the attn_norm flag of the hybrid_pre variant
 
     def __post_init__(self):
         if not 1 <= self.grad_stats_step <= self.train.steps:

@@ -1,4 +1,4 @@
-"""Training-step time of each norm scheme, measured side by side (card §5 C4).
+"""Training-step time of each norm scheme, measured side by side (claim C4).
 
 All schemes are built at the same size with the same batch and timed interleaved in one
 process: round r times one AdamW step (forward, backward, update) of every scheme in turn,

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import math
 
-SIM_NOTE = ("tiny/smoke: solver and reflector are the card's seeded simulator (SimSolver/SimReflector) "
+SIM_NOTE = ("tiny/smoke: solver and reflector are our seeded simulator (SimSolver/SimReflector) "
             "on MATH-lite; it stands in for a real LLM solving and reflecting on MATH, so this checks "
             "the optimiser's logic and the phenomenon as modelled, not the paper's MATH/AIME numbers")
 
 
 def claim_metrics(base: dict, runs: dict[str, dict], traces: dict[str, list[dict]], n_types: int,
                   flat_from: float, simulated: bool) -> dict:
-    """Card §5 checks (1)-(4). `runs[variant]` is a train step's JSON, `traces[variant]` its rows."""
+    """Checks (1)-(4) of claims.yaml. `runs[variant]` is a train step's JSON, `traces[variant]` its rows."""
     full, nov, loc = runs.get("full"), runs.get("no_verify"), runs.get("local_only")
     curve = {int(r["memory_size"]): float(r["test_acc"]) for r in base["rag_curve"]}
     big = max(curve)
@@ -90,7 +90,7 @@ def figure(runs: dict, traces: dict, base: dict, path: str) -> None:
     a3.legend(fontsize=7)
     save(fig, path, "TSGD: validation accuracy (left) and library size (middle) per step for each "
          "variant (overlapping lines: variants that reached the same library); test accuracy of append-only static RAG vs memory size (right). Tiny/smoke: the "
-         "solver and reflector are the card's simulator on MATH-lite, not real LLMs on MATH.")
+         "solver and reflector are our simulator on MATH-lite, not real LLMs on MATH.")
 
 
 def nan_to_none(m: dict) -> dict:

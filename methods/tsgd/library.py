@@ -3,7 +3,7 @@
 Operations are ADD(rule), EDIT(i, rule), DELETE(i). `apply` returns a new library (candidates
 are built and verified before they replace the current one). An ADD into a full library is
 projected back onto the budget by evicting the rule of least utility, where a rule's utility
-is an exponential moving average of the accuracy drop when it is ablated (card §3):
+is an exponential moving average of the accuracy drop when it is ablated (our inferred design):
     u <- beta * u + (1 - beta) * (acc(L) - acc(L without rule)).
 """
 from __future__ import annotations

@@ -167,7 +167,7 @@ def ablation_drops(agent: Agent, lib: Library, vb: list[dict], base_acc: float) 
 
 
 def train_tsgd(agent: Agent, train: list[dict], val: list[dict], classify=None, log=print) -> dict:
-    """The TSGD loop (card §3). Returns best-validation library, trace rows and op log."""
+    """The TSGD loop (abstract of OpenReview zVv11MhFLD; details inferred). Returns best-validation library, trace rows and op log."""
     cfg = agent.cfg
     rng = random.Random(cfg.seed)
     lib = Library(cfg.capacity)

@@ -1,4 +1,4 @@
-"""The card's simulator (§5), standing in for the solver and reflector LLMs at tiny scale.
+"""Our simulator (not from the paper), standing in for the solver and reflector LLMs at tiny scale.
 
 Both are `methods.core.llm.LLM` subclasses answering the same chat prompts a real model gets
 (methods/tsgd/prompts.py), so the optimiser code is the same at every scale. They know each

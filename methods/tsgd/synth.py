@@ -1,4 +1,4 @@
-"""MATH-lite (card §5): K = 12 pitfall types with exact answers, 3 surface templates each.
+"""MATH-lite (our synthetic task for TSGD): K = 12 pitfall types with exact answers, 3 surface templates each.
 
 Every problem has a gold answer and the answer a solver falling into the type's pitfall gives
 (`pitfall`), so a simulated wrong solution is a plausible one. Pure function of the seed.

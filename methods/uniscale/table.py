@@ -5,7 +5,7 @@ answer by verifier-weighted majority vote; BoN-k uses the first k of the same N_
 `beam` (verifier-guided step-level beam search: each round every kept beam samples CP
 continuations up to the next `;` or the end, the verifier scores the partial scratchpads and the
 best BS are kept). Each row: correct, verifier score of the final answer, generated tokens,
-eFLOPs (card formula) and matmul FLOPs from the pool's measured FLOPs/token.
+eFLOPs (the paper's cost model, `cost.py`) and matmul FLOPs from the pool's measured FLOPs/token.
 """
 from __future__ import annotations
 

@@ -108,7 +108,7 @@ def claim_metrics(theory: dict, rows: list[dict], gamma_hat: float, sweep: list[
            for m in ("direct", "vs_standard") if ("base", m) in by}
     covs = [s["coverage"] for s in sweep]
     notes = {
-        "c4_retention_gain": (f"exploratory (the card's prototype did not pass); retention of "
+        "c4_retention_gain": (f"exploratory (our prototype did not pass); retention of "
                               f"{key}: VS {ret.get('vs_standard', float('nan')):.3f}, Direct "
                               f"{ret['direct']:.3f}. DPO here trains on the direct format only, so "
                               "a VS advantage can come from alignment not transferring to the "

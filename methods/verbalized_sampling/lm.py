@@ -1,4 +1,4 @@
-"""The tiny LM (card §5.2): word-level tokenizer, pre-training on the world's three formats,
+"""The tiny LM: word-level tokenizer, pre-training on the world's three formats,
 batched DPO on the preference pairs (direct format), sampling with each method through the
 backend layer (HFBackend + the fixed tiny chat template), and the fitted sharpening gamma-hat
 from the backend's log-prob scores."""

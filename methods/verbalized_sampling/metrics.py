@@ -1,4 +1,5 @@
-"""Diversity and quality metrics of the paper (card §3.5): embedding semantic diversity, pairwise
+"""Diversity and quality metrics of the paper (as in the official code's
+`analysis/evals/diversity.py` and `ngram.py`): embedding semantic diversity, pairwise
 ROUGE-L, distinct-n (intra-response as in the repo, and corpus-level), Coverage-N, KL of the
 answer histogram to the reference distribution, validity and unique-valid fraction."""
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The prompting methods (card §3.4; wording paraphrased, not copied from the repo), parsing of
+"""The prompting methods (the official code's
+`verbalized_sampling/methods/prompt.py`; wording paraphrased, not copied), parsing of
 verbalized lists (JSON as on real LLMs, and the tiny LM's word format), probability repair and
 selection, and the fixed chat template that maps these chat prompts onto the tiny LM's formats.
 

@@ -1,4 +1,5 @@
-"""Typicality bias (card §3.1-3.2): the alpha estimator on preference pairs, and the sharpening
+"""Typicality bias (arXiv 2510.01171; the estimator as in the official
+code's HelpSteer α script): the alpha estimator on preference pairs, and the sharpening
 of a KL-regularised aligned policy, pi* ∝ pi_ref^(1+alpha/beta) exp(r_true/beta), both in closed
 form and by gradient descent on the population DPO loss of a tabular policy."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The synthetic world (card §5.1): topics, a grammar pool of "jokes" per topic with a Zipf
+"""The synthetic world (our tiny design for arXiv 2510.01171): topics, a grammar pool of "jokes" per topic with a Zipf
 reference distribution pi_ref, preference data from an annotator with a planted typicality
 weight alpha, and the word-level text formats the tiny LM is trained on.
 

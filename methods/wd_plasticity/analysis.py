@@ -1,7 +1,7 @@
 """Aggregation over the λ × seed sweep, the claim metrics (W1–W3), and the figure.
 
 Imports no torch. Seed statistics: means over seeds, and a percentile bootstrap over seeds
-for W1's relative improvement (the card: "signs with bootstrap CIs over seeds").
+for W1's relative improvement (signs with bootstrap CIs over seeds).
 """
 from __future__ import annotations
 

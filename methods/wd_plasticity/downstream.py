@@ -4,7 +4,7 @@ chosen on dev by `finetune`) on the test split, through lm-eval.
 Per task, lm-eval runs two of our exported tasks: `<prefix>_<task>_ll` (loglikelihood of the
 answer: answer NLL = log perplexity, and whether the answer is the greedy continuation) and
 `<prefix>_<task>_gen` (greedy generation, exact match). Plasticity is the fine-tuned score and
-its gain over the base (card §3: Δ_task(λ) = acc_FT(λ) − acc_base(λ)).
+its gain over the base (our definition following the paper's wording: Δ_task(λ) = acc_FT(λ) − acc_base(λ)).
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""Supervised fine-tuning of a pretrained base on one downstream task (card §3, §5).
+"""Supervised fine-tuning of a pretrained base on one downstream task (arXiv 2602.11137).
 
 The recipe is the same for every base: AdamW with λ_ft fixed (0 by default), so only the
 pretraining λ varies; the loss is on answer tokens only. Each learning rate of the grid is a
 separate run from the same base; the run with the lowest answer NLL on the dev split (never
-test) is the fine-tuned model of this (base, task), as the card prescribes.
+test) is the fine-tuned model of this (base, task).
 """
 from __future__ import annotations
 

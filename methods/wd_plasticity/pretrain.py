@@ -1,4 +1,5 @@
-"""Pretraining with AdamW at weight decay λ: the independent variable of the study (card §3).
+"""Pretraining with AdamW at weight decay λ: the independent variable of the study
+(arXiv 2602.11137).
 
 Everything but λ is held fixed across the sweep (model, data order, schedule, seed), so two
 runs that differ only in λ see the same batches in the same order from the same init.

@@ -1,4 +1,5 @@
-"""Mechanistic probes of a pretrained base (card §3 "mechanistic probes", §5 step 4).
+"""Mechanistic probes of a pretrained base (the abstract's mechanisms:
+linear separability, attention regularisation, overfitting; protocols ours).
 
 (a) linear separability: a logistic-regression probe (scikit-learn) on the last-layer mean
     hidden state of each person's name, predicting the person's city; k-fold CV accuracy.

@@ -1,6 +1,6 @@
 """The data of the study: a pretraining corpus and downstream SFT tasks.
 
-Tiny scales generate a synthetic world (card §5): invented people with a city, a favourite
+Tiny scales generate a synthetic world (our design): invented people with a city, a favourite
 colour and a birth year, described in biography paraphrases, mixed with arithmetic lines and
 PCFG filler. The downstream tasks use formats never seen in pretraining:
   T1  QA extraction  "Q: where does kovar live?\\nA: " → "lima". Train on one set of people,
@@ -54,7 +54,7 @@ class WorldConfig:
     n_colours: int = 10
     corpus_chars: int = 1_200_000
     val_chars: int = 60_000
-    mix_bio: float = 0.60          # shares of the corpus by document (card: 60/25/15)
+    mix_bio: float = 0.60          # shares of the corpus by document (60/25/15)
     mix_arith: float = 0.25
     qa_train_people: float = 0.5   # T1: first half trains; the rest splits into dev and test
     qa_dev_people: float = 0.125

@@ -16,7 +16,7 @@ def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "agoq", scale)
     assert counts == {"agoq_data": 1, "agoq_shards": 1, "agoq_train": len(sec["train_variants"]),
                                       "agoq_probe": 1, "agoq_aggregate": 1, "claims": 1}
-    if scale == "tiny":  # card §5 variants; fp and qgrad8 always trained
+    if scale == "tiny":  # the tiny variants; fp and qgrad8 always trained
         assert {"fp", "laaq", "uni4", "uni2", "qgrad8"} <= set(sec["train_variants"])
 
 

@@ -1,4 +1,4 @@
-"""LAAQ's saved-tensor hooks on the tiny Llama (card §3): forward values untouched, identity
+"""LAAQ's saved-tensor hooks on the tiny Llama: forward values untouched, identity
 policy exact, quantized gradients within stated tolerances of fp32, and the saved-tensor bytes
 really reduced (measured storage of what the graph holds; the fp32 originals are freed).
 
@@ -81,7 +81,7 @@ def test_saved_bytes_really_reduced(setup):
     # held = the packed tensors' storage: 4-bit codes (0.5 B) + bf16 scale and zero per 128
     # elements (every saved tensor here has a multiple of 128 elements) → exactly 4.25/16 of bf16
     assert s4["held_bytes"] / s16["held_bytes"] == pytest.approx(4.25 / 16, abs=1e-12)
-    assert sl["ratio_vs_bf16"] <= 0.40  # card §5 A1
+    assert sl["ratio_vs_bf16"] <= 0.40  # claim A1
     # without quantization the graph keeps every original; with it, none survives the forward
     assert all(a for a, _ in alive16)
     assert not any(a for a, _ in alive4)

@@ -1,4 +1,4 @@
-"""The closed-form 1F1B stage-memory model (card §3 pipeline-stage policy, §5 A5)."""
+"""The closed-form 1F1B stage-memory model (pipeline-stage policy, claim A5)."""
 from methods.agoq.pipeline import stage_aware_bits, stage_memory, table
 
 SHARES = {"norm": 0.2, "attn_in": 0.044, "attn_core": 0.18, "o_in": 0.044, "mlp_in": 0.044,

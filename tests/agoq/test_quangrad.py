@@ -1,4 +1,4 @@
-"""QuanGrad's all-reduce (card §3): a real 2-process gloo group on localhost gives a mean within
+"""QuanGrad's all-reduce: a real 2-process gloo group on localhost gives a mean within
 the stated per-element bound Σ_w s_w/(2W) + s_out/2 of the fp32 all-reduce, equals the
 single-process simulation bit for bit, leaves the same int8 buffer on every rank, and sends
 the counted bytes; simulated workers obey the same bound at W = 4, 8."""
@@ -60,7 +60,7 @@ def test_real_gloo_within_bound_of_fp32_allreduce(gloo):
     r0, r1 = gloo
     err = (r0["q"] - r0["ref"]).abs()
     assert bool((err <= r0["bound"] + 1e-6 * r0["ref"].abs() + 1e-12).all())
-    # heavy-tailed synthetic gradients (5 decades in one vector): ~1%; the card's 1% on real
+    # heavy-tailed synthetic gradients (5 decades in one vector): ~1%; the 1% on real
     # gradients is claim A3a
     assert 0 < rel_l2(r0["q"], r0["ref"]) <= 0.02
     # every rank holds the same int8 buffer

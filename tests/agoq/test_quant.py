@@ -1,5 +1,5 @@
 """AGoQ quantizers against hand-computed cases, their stated error bounds, stochastic rounding's
-unbiasedness and the int8 gradient buffer's size (card §3, §5 A4; ERRATA agoq: divisor 7)."""
+unbiasedness and the int8 gradient buffer's size (claim A4; symmetric divisor 7, see quant.py)."""
 import math
 
 import pytest
@@ -38,7 +38,7 @@ def test_pack_layout():
 
 
 def test_sym_4bit_divisor_7_hand_case():
-    # ERRATA agoq: divisor 2^(b−1) − 1 = 7 (not 7.5). max|x| = 3.5 → s = 0.5;
+    # divisor 2^(b−1) − 1 = 7 (not the 7.5 some libraries use). max|x| = 3.5 → s = 0.5;
     # x/s = [7, −3.5, 1, 0] → q = [7, −4 (half to even), 1, 0]; x̂ = [3.5, −2, 0.5, 0]
     assert sym_divisor(4) == 7 and sym_divisor(8) == 127
     q, s = sym_quant(torch.tensor([3.5, -1.75, 0.5, 0.0]), bits=4, block=4)
@@ -87,7 +87,7 @@ def test_stochastic_rounding_unbiased():
 def test_int8_grad_buffer_roundtrip_and_size():
     g = torch.randn(128 * 1000) * 1e-3
     buf = Int8GradBuffer.from_tensor(g)
-    assert buf.nbytes / g.numel() == 1 + 4 / 128  # card §5 A4: 1.031 B/param
+    assert buf.nbytes / g.numel() == 1 + 4 / 128  # claim A4: 1.031 B/param
     assert buf.nbytes / (4 * g.numel()) <= 0.258
     back = buf.to_tensor()
     assert bool(((back - g).abs() <= buf.scales.repeat_interleave(128) / 2 * (1 + 1e-6) + 1e-6 * g.abs()).all())

@@ -1,4 +1,4 @@
-"""Synthetic traces follow the card's patterns; the DAG plans at every scale; a bad key fails
+"""Synthetic traces follow the planned patterns (slips, re-checks, loops); the DAG plans at every scale; a bad key fails
 before any job, naming it."""
 import json
 import random

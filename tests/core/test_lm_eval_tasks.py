@@ -117,7 +117,7 @@ def test_task_keys_cover_the_paper_config():
 
 
 def test_paper_task_names_are_collected(paper_tasks):
-    # a few the papers' cards name, from different keys (eval.tasks, arith_task, lm_eval.tasks,
+    # a few that the paper-scale configs name, from different keys (eval.tasks, arith_task, lm_eval.tasks,
     # lm_eval_tasks, eval_tasks)
     assert {"arithmetic", "wikitext", "longbench", "ruler", "ifeval", "minerva_math", "mmlu",
             "lambada_openai"} <= set(paper_tasks)

@@ -1,4 +1,4 @@
-"""DAG-MoE aggregation (card §3): degenerate case, acyclicity, hand-computed case, sizes."""
+"""DAG-MoE aggregation (inferred design): degenerate case, acyclicity, hand-computed case, sizes."""
 import math
 
 import pytest
@@ -24,7 +24,7 @@ def _pair(d, n_exp, k, d_ff, dispatch, seed=0, dtype=torch.float32, **gen):
 @pytest.mark.parametrize("dispatch", ["rounds", "dense"])
 @pytest.mark.parametrize("k", [2, 3, 4])
 def test_zero_edges_equal_plain_topk_moe_exactly(dispatch, k):
-    # card: "A ≡ 0 (e.g. W_a = 0, b_a = −1e4) gives the standard top-K MoE" (must hold exactly)
+    # A ≡ 0 (e.g. W_a = 0, b_a = −1e4) gives the standard top-K MoE (must hold exactly)
     dag, plain = _pair(16, 8, k, 32, dispatch, edge_bias_init=-1e4)
     x = torch.randn(4, 9, 16)
     with torch.no_grad():
@@ -117,7 +117,7 @@ def test_hand_computed_k2_d2():
     with torch.no_grad():
         out = layer(torch.tensor(xs, dtype=torch.float64))
     assert torch.allclose(out.y, torch.tensor(refs, dtype=torch.float64), rtol=0, atol=1e-13)
-    # and the chain case of the card: A12 = 1 gives o_2 = E_2(x + E_1(x))
+    # and the chain case: A12 = 1 gives o_2 = E_2(x + E_1(x))
     with torch.no_grad():
         layer.generator.proj.weight.zero_()
         layer.generator.proj.bias.fill_(1e4)
@@ -161,7 +161,7 @@ def test_generator_param_count_closed_form():
         closed = k * (k - 1) // 2 * (d + 1)  # W_a (K(K-1)/2 × d) + b_a (K(K-1)/2)
         assert layer.overhead_params() == generator_params(d, k) == closed
         assert sum(p.numel() for p in layer.parameters()) == layer.moe.n_params() + closed
-    assert generator_params(64, 2) == 65 and generator_params(64, 4) == 390  # card §5 numbers
+    assert generator_params(64, 2) == 65 and generator_params(64, 4) == 390  # the tiny archs' counts
 
 
 def test_structure_counts():

@@ -1,4 +1,4 @@
-"""Card §5 data: composition and modular targets recomputed independently from the written
+"""Tiny DAG-MoE data: composition and modular targets recomputed independently from the written
 world, determinism, the held-out split, mixture fractions, the tokenizer, and the CLI's
 one-line error on a bad config key."""
 import json
@@ -111,7 +111,7 @@ def test_mixture_token_fractions():
     frac_c3 = sum(inv[i] in pcfg for i in ids) / len(ids)
     # C3 words only (its ";" separators, 1 token of ~9 per sentence, are not counted)
     assert abs(frac_c3 - 0.25 * (1 - 1 / 9.6)) < 0.03
-    assert 55 <= len(w.vocab) <= 75  # card: about 70 words
+    assert 55 <= len(w.vocab) <= 75  # planned: about 70 words
 
 
 def test_word_tokenizer_matches_world_ids():

@@ -14,7 +14,7 @@ from methods.dag_moe.model import (ArchConfig, DagMoEForCausalLM, MoEConfig, bui
 torch.set_num_threads(1)
 
 M = ModelConfig(d_model=64, n_layers=2, n_heads=4, d_ff=128, max_seq_len=32)
-CARD = {  # card §5
+CARD = {  # the tiny architectures
     "moe_sum": ArchConfig(8, 2, 128, "sum"), "moe_fine": ArchConfig(16, 4, 64, "sum"),
     "dag_moe": ArchConfig(8, 2, 128, "dag"), "dag_moe_K4": ArchConfig(16, 4, 64, "dag"),
 }
@@ -36,7 +36,7 @@ def test_param_counts_match_the_module_and_the_card(name):
     per_expert = sum(p[0].numel() for n, p in model.named_parameters() if ".experts.w_" in n) // M.n_layers
     assert per_expert == 3 * 64 * a.d_ff
     assert pc["active"] == pc["total"] - M.n_layers * (a.n_experts - a.k) * per_expert
-    # card §5: ~0.45M total / ~0.13M active; generator 65 (K=2) and 390 (K=4) per layer
+    # planned sizes: ~0.45M total / ~0.13M active; generator 65 (K=2) and 390 (K=4) per layer
     assert 0.42e6 <= pc["total"] <= 0.45e6 and 0.13e6 <= pc["active"] <= 0.14e6
     assert pc["generator"] == {"moe_sum": 0, "moe_fine": 0, "dag_moe": 2 * 65, "dag_moe_K4": 2 * 390}[name]
 
@@ -74,7 +74,7 @@ def test_flop_overhead_closed_form_card_shapes():
 @pytest.mark.parametrize("dispatch,atol", [("rounds", 0.0), ("sorted", 1e-5)])
 @pytest.mark.parametrize("arch", ["dag_moe", "dag_moe_K4"])
 def test_dag_lm_with_zero_edges_equals_sum_lm(dispatch, atol, arch):
-    # card §3: A ≡ 0 gives the standard top-K MoE; at model level with shared weights
+    # A ≡ 0 gives the standard top-K MoE; at model level with shared weights
     dag = build(_cfg(CARD[arch], dispatch=dispatch, edge_bias_init=-1e4), 0).eval()
     sum_arch = ArchConfig(CARD[arch].n_experts, CARD[arch].k, CARD[arch].d_ff, "sum")
     plain = build(_cfg(sum_arch, dispatch=dispatch), 1).eval()

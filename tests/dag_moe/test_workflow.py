@@ -15,7 +15,7 @@ def test_dry_run_job_counts(tmp_path, scale, n_train, n_seeds, n_lm_eval):
     counts = job_counts(out.stdout)
     expected = {"dm_data": 1, "dm_train": n_train, "dm_compose": 2, "dm_timing": 1,
                 "dm_aggregate": 1, "claims": 1}
-    if n_lm_eval:  # paper scale: card §6's zero-shot lm-eval tasks of every LM
+    if n_lm_eval:  # paper scale: zero-shot lm-eval tasks of every LM
         expected["dm_lm_eval"] = n_lm_eval
     if scale == "paper":  # the hub corpus is tokenized once into shards; tiny generates batches
         expected["dm_shards"] = 1

@@ -2,7 +2,7 @@
 the correct answer's value token occurs verbatim in the context; a wrong answer differs from the
 correct one in exactly the asked slot (or omits it); a hallucinated value occurs nowhere in the
 context, a swapped one is the distractor's value; the exact-match segment feature marks them;
-the train set has the card's MT-better rate."""
+the train set has the planned MT-better rate."""
 import json
 
 import pytest
@@ -57,7 +57,7 @@ def test_wrong_answer_differs_in_exactly_the_fact_slot(splits, split):
         kinds["swap" if wrong in ctx else "hall"] += 1
     n = len(splits[split])
     if split == "adv":
-        assert kinds["omit"] == 0  # card: adversarial worse = one wrong fact
+        assert kinds["omit"] == 0  # adversarial worse = one wrong fact
     else:
         assert kinds["omit"] / n == pytest.approx(CFG["omit_frac"], abs=0.06)
     assert kinds["swap"] > 0.2 * n and kinds["hall"] > 0.2 * n

@@ -18,7 +18,7 @@ def test_dry_run_job_counts(scale, tmp_path):
     assert counts == {
         "lfq_data": 1, "lfq_train_fp": 1, "lfq_calibrate": 1, "lfq_quantize": len(bases) * n_set,
         "lfq_final": len(finals) * n_set, "lfq_evaluate": n_set, "lfq_report": 1, "claims": 1}
-    if scale == "tiny":  # card §5: W3g32 and W2g32; RTN, GPTQ, OmniQuant; LFQ + ablation
+    if scale == "tiny":  # W3g32 and W2g32; RTN, GPTQ, OmniQuant; LFQ + ablation
         assert n_set == 2 and len(bases) == 3 and len(finals) == 3
 
 

@@ -1,4 +1,4 @@
-"""Independent numerics of the LFQ baselines and objective (CONVENTIONS 9): RTN against torch's
+"""Independent numerics of the LFQ baselines and objective (against reference libraries and closed forms): RTN against torch's
 fake-quantize ops, GPTQ against a direct column-by-column implementation of the paper's update
 and against RTN, LFQ's loss against F.kl_div + entropy, and the packed files against the model."""
 import torch

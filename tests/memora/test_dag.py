@@ -18,7 +18,7 @@ def test_dry_run_job_counts(scale, tmp_path):
     assert counts == {"memora_data": 1, "memora_embed": 1, "memora_build": len(stores),
                       "memora_retrieve": len(sec["runs"]), "memora_theory": 1, "memora_aggregate": 1,
                       "claims": 1}
-    if scale == "tiny":  # card §5: 4 stores; semantic for all, the policy for both Memora variants
+    if scale == "tiny":  # 4 stores; semantic for all, the policy for both Memora variants
         assert (len(stores), len(sec["runs"])) == (4, 6)
 
 

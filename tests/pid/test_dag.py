@@ -13,7 +13,7 @@ def test_dry_run_job_counts(scale, tmp_path):
     n_mix = len(sec["train"]["mixes"])
     assert counts == {"pid_data": 1, "pid_train": n_mix + 1, "pid_decide": 1, "pid_pid": 1,
                       "pid_reweight": 1, "pid_aggregate": 1, "claims": 1}
-    if scale == "tiny":   # card §5 C2: 12 (mixture × checkpoint) configurations
+    if scale == "tiny":   # C2: 12 (mixture × checkpoint) configurations
         assert n_mix * len(sec["train"]["checkpoints"]) == 12
 
 

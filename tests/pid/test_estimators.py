@@ -35,7 +35,7 @@ def dit_broja(p):
         if v > 0:
             outs.append(f"{a}{b}{y}")
             probs.append(v)
-    # dit's optimiser starts from a random point and can stop short (ERRATA): best of 3 seeded runs
+    # dit's optimiser starts from a random point and can stop short (a few 1e-3 bits): best of 3 seeded runs
     best = None
     for s in range(3):
         np.random.seed(s)
@@ -57,7 +57,7 @@ def test_exact_matches_dit_and_textbook_on_gates(name):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_exact_matches_dit_on_random_tables(seed):
-    """Dense random p[x1, x2, y] (3×3×2): both numerical optimisers agree to the ERRATA's
+    """Dense random p[x1, x2, y] (3×3×2): both numerical optimisers agree to a
     few-1e-3-bit solver tolerance, ours reaches an I_q* no worse than dit's (R = I1 + I2 - I_q*
     no smaller), and the identities hold exactly for ours."""
     p = np.random.default_rng(seed).dirichlet(np.ones(18)).reshape(3, 3, 2)

@@ -1,4 +1,4 @@
-"""The generator builds the dependence structure the card asks for (closed-form checks)."""
+"""The generator builds the dependence structure each task family needs (closed-form checks)."""
 import numpy as np
 import pytest
 

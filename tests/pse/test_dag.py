@@ -16,7 +16,7 @@ def test_dry_run_job_counts(scale, tmp_path):
     assert counts == {"pse_scenarios": 1, "pse_run": len(sec["agents"]), "pse_pipeline": 1,
                       "pse_defend": 3, "pse_metrics": 1, "claims": 1}
     if scale == "paper":
-        assert len(sec["agents"]) == 13  # card §6 panel
+        assert len(sec["agents"]) == 13  # our paper-scale panel
 
 
 def test_bad_key_in_section_is_named(tmp_path):

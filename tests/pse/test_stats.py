@@ -16,7 +16,7 @@ def test_wilson_matches_scipy(k, n):
 
 
 def test_compounding_closed_form_card_numbers():
-    """ERRATA/card: per-hop propagation 0.7, base rate 0.25 → 0.25, 0.381, 0.450, 0.486 (1.95×)."""
+    """Our planted parameters: per-hop propagation 0.7, base rate 0.25 → 0.25, 0.381, 0.450, 0.486 (1.95×)."""
     c = compounding(0.25, 0.7, 0.25, 4)
     assert c == pytest.approx([0.25, 0.38125, 0.45015625, 0.48633203125], abs=1e-12)
     assert c[-1] / c[0] == pytest.approx(1.9453, abs=1e-4)

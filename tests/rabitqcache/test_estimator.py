@@ -123,7 +123,7 @@ def test_randomized_int4_query_is_unbiased_for_a_fixed_rotation():
 
 def test_centring_reduces_error_on_offset_keys():
     """Keys sharing a large offset (as post-RoPE keys do): centring removes it from the part
-    that is estimated, so the error shrinks (card §3, `rabitq_no_center` ablation)."""
+    that is estimated, so the error shrinks (the official code's `rabitq_no_center` ablation)."""
     torch.manual_seed(6)
     d = 64
     k = torch.randn(400, d) + 3 * torch.randn(d)

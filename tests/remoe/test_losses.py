@@ -1,4 +1,4 @@
-"""ReMoE loss terms against hand computations (ERRATA: KL direction written out and checked)."""
+"""ReMoE loss terms against hand computations (the KL direction written out and checked)."""
 import math
 
 import pytest

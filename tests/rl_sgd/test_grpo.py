@@ -51,7 +51,7 @@ def test_loss_hand_computed_both_normalisations_and_clip():
 @pytest.mark.parametrize("norm", ["token", "seq"])
 def test_gradient_equals_autograd_of_written_objective(norm):
     """∇ of the surrogate at ρ = 1 equals ∇ of −Σ_i Â_i Σ_t log π / N (REINFORCE with a group
-    baseline), the objective written in card §3, for both normalisations (fp64)."""
+    baseline), the GRPO objective written out, for both normalisations (fp64)."""
     torch.manual_seed(0)
     m = TinyLM(TinyConfig(d_model=16, n_heads=2, d_ff=24, n_layers=2)).double()
     cfg = grpo.GRPOConfig(group_size=4, loss_norm=norm, skip_zero_var=False)

@@ -28,7 +28,7 @@ def test_dry_run_job_counts(scale, tmp_path):
     if shared:
         expect["pool_train_member"] = len(shared)
     assert counts == expect
-    if scale == "tiny":      # card §5: 6 models, one held out; 250/1200/500 queries
+    if scale == "tiny":      # 6 models, one held out; 250/1200/500 queries
         assert len(pool) == 6 and sec["outcomes"]["pool"]["unseen"] in pool
         q = sec["outcomes"]["queries"]
         assert (q["n_anchor"], q["n_train"], q["n_test"]) == (250, 1200, 500)

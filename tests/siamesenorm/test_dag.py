@@ -13,7 +13,7 @@ def test_dry_run_job_counts(scale, tmp_path):
     n_runs = len(sec["schemes"]) * len(sec["lrs"]) * len(sec["seeds"])
     assert counts == {"sn_data": 1, "sn_shards": 1, "sn_train": n_runs, "sn_steptime": 1, "sn_evaluate": 1,
                       "sn_aggregate": 1, "claims": 1}
-    if scale == "tiny":  # card §5: 3 schemes × 2 lrs × 2 seeds
+    if scale == "tiny":  # 3 schemes × 2 lrs × 2 seeds
         assert n_runs == 12
 
 

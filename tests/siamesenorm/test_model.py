@@ -1,5 +1,5 @@
-"""SiameseNorm model: each scheme against a float64 reference written from the method card's
-equations (§3), the Pre-Norm scheme against transformers' Llama, the card's parameter counts,
+"""SiameseNorm model: each scheme against a float64 reference written from the official
+code's equations, the Pre-Norm scheme against transformers' Llama, the closed-form parameter counts,
 HF save/load and lm-eval loading, and a training sanity check."""
 import math
 
@@ -26,7 +26,7 @@ def make(scheme, dtype=torch.float64, seed=0, **kw):
     return m
 
 
-# ---------------------------------------------------------------- reference from the card
+# ------------------------------------------------------ reference written from the equations
 def rms(x, w):
     return w * x / torch.sqrt((x * x).mean(-1, keepdim=True) + EPS)
 
@@ -65,7 +65,7 @@ def ffn_ref(h, m):
 
 
 def block_ref(blk, l, scheme, x, y):
-    """One layer straight from card §3 (c_l = sqrt(2(l+1)), l 0-indexed)."""
+    """One layer straight from the equations (c_l = sqrt(2(l+1)), l 0-indexed)."""
     c = math.sqrt(2 * (l + 1))
     an, fn = blk.attn_norms, blk.ffn_norms
     A = lambda h: attn_ref(h, blk.attn, (blk.attn.q_norm.weight, blk.attn.k_norm.weight)
@@ -190,11 +190,11 @@ def test_param_count_closed_form(scheme):
     pre = core + (2 * nl + 1) * d
     want = {"pre": pre,
             "post": core + 2 * nl * d,                                 # no final norm
-            "post_pre": pre + (4 * nl + 2) * d,                        # card §3 / C4
+            "post_pre": pre + (4 * nl + 2) * d,                        # claim C4
             "hybrid_pre": core + nl * (2 * d + 2 * dh + 3 * d) + 3 * d}[scheme]
     assert n == want
     if scheme == "post_pre":
-        assert n - pre == 1664                                         # card C4: 26 · 64
+        assert n - pre == 1664                                         # claim C4: 26 · 64
 
 
 def test_labels_loss_is_hf_shifted():

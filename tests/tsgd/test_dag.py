@@ -17,7 +17,7 @@ def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "tsgd", scale)
     assert counts == {"tsgd_data": 1, "tsgd_baselines": 1, "tsgd_train": len(sec["variants"]),
                       "tsgd_aggregate": 1, "claims": 1}
-    assert len(sec["variants"]) == 5      # card §5: full, C12, no_budget, local_only, no_verify
+    assert len(sec["variants"]) == 5      # full, C12, no_budget, local_only, no_verify
 
 
 def test_bad_key_in_section_is_named(tmp_path):

@@ -52,7 +52,7 @@ def test_joint_features_layout():
 
 
 def test_reward_and_normalisation_by_hand():
-    # the card's fitted normalisation: C̃ = (log10 e − 12.288)/4.772
+    # the normalisation fitted to the official run logs: C̃ = (log10 e − 12.288)/4.772
     e = 10 ** (12.288 + 0.25 * 4.772)
     c = cost.norm_cost(e, 12.288, 12.288 + 4.772)
     assert c == pytest.approx(0.25, abs=1e-12)

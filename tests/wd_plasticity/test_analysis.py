@@ -19,7 +19,7 @@ def _df(nll, val, rms, gap, probe, qk, seeds=(0, 1, 2), jitter=0.0):
 
 
 def test_pilot_like_sweep():
-    # the card's pilot table (§5): T1/T2 mean NLL, val loss, gap, RMS
+    # our pilot's table: T1/T2 mean NLL, val loss, gap, RMS
     nll = [(1.181 + 1.308) / 2, (1.114 + 1.215) / 2, (0.952 + 1.111) / 2, (1.126 + 1.243) / 2]
     df = _df(nll, [0.5287, 0.5281, 0.5289, 0.5390], [0.063, 0.0582, 0.0505, 0.0365],
              [0.0098, 0.0081, 0.0078, 0.0083], [0.2, 0.25, 0.3, 0.28], [3.0, 2.5, 2.0, 1.0])

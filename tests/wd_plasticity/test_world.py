@@ -1,4 +1,4 @@
-"""The generated world: determinism, the card's mix and coverage, and leak-free task splits."""
+"""The generated world: determinism, the planned mix and coverage, and leak-free task splits."""
 import json
 import re
 from pathlib import Path
@@ -38,7 +38,7 @@ def test_corpus_mix_and_coverage(world):
     people = _rows(world / "people.jsonl")
     arith = [d for d in docs if re.fullmatch(r"(\d+\+\d+=\d+\. ?)+", d)]
     bio = [d for d in docs if any(d.startswith(p["name"]) for p in people) or " of " in d.split(".")[0]]
-    # card §5: 60% biographies, 25% arithmetic, 15% PCFG (by document); 3-sigma binomial band
+    # 60% biographies, 25% arithmetic, 15% PCFG (by document); 3-sigma binomial band
     n = len(docs)
     for share, target in ((len(arith) / n, 0.25), (len(bio) / n, 0.60)):
         assert abs(share - target) < 3 * (target * (1 - target) / n) ** 0.5 + 0.01
@@ -46,7 +46,7 @@ def test_corpus_mix_and_coverage(world):
     for line in arith:
         for a, b, c in re.findall(r"(\d+)\+(\d+)=(\d+)\.", line):
             assert int(a) + int(b) == int(c)
-    # each person's city appears in at least 5 paraphrased sentences (card: ≥5 paraphrases)
+    # each person's city appears in at least 5 paraphrased sentences (≥5 paraphrases)
     text = (world / "pretrain.txt").read_text()
     for p in people:
         mentions = len(re.findall(rf"\b{p['name']}\b[^.]*\b{p['city']}\.", text)) + \

@@ -50,7 +50,7 @@ def test_bad_scale_file_names_the_key(edit, key, tmp_path):
 
 
 def test_scale_files_share_their_keys():
-    """Presets differ only in numbers (CONVENTIONS 2): the same key tree at every scale."""
+    """Presets differ only in numbers: the same key tree at every scale."""
     import yaml
 
     from .conftest import ROOT

@@ -13,7 +13,7 @@ wildcard_constraints:
 rule agoq_data:
     """Corpus (train/val text) and the char tokenizer."""
     input:
-        code=code("agoq", "data", "core.data", "core.tokenizer"),
+        code=code("agoq", "data"),
     output:
         directory(f"{AG}/data"),
     log:
@@ -37,7 +37,7 @@ rule agoq_shards:
     and the probe read by (seed, step): no step holds the corpus in memory."""
     input:
         data=f"{AG}/data",
-        code=code(None, "core.shards", "core.data", "core.tokenizer", "core.__main__"),
+        code=code("core", "shards"),
     output:
         directory(f"{AG}/shards"),
     log:
@@ -65,8 +65,7 @@ rule agoq_train:
     input:
         data=f"{AG}/data",
         shards=f"{AG}/shards",
-        code=code("agoq", "run", "data", "laaq", "quant", "quangrad", "core.train", "core.models", "core.data",
-                  "core.shards"),
+        code=code("agoq", "train"),
     output:
         directory(f"{AG}/runs/{{variant}}"),
     log:
@@ -92,8 +91,7 @@ rule agoq_probe:
     input:
         model=f"{AG}/runs/fp",
         shards=f"{AG}/shards",
-        code=code("agoq", "probe", "run", "data", "laaq", "quant", "quangrad", "core.models", "core.data",
-                  "core.shards"),
+        code=code("agoq", "probe"),
     output:
         f"{AG}/probe.json",
     log:
@@ -118,7 +116,7 @@ rule agoq_aggregate:
     input:
         runs=lambda wc: ag_runs(wc.scale),
         probe=f"{AG}/probe.json",
-        code=code("agoq", "analysis", "pipeline", "core.plots"),
+        code=code("agoq", "aggregate"),
     output:
         table=f"{AG}/table.csv",
         pp_memory=f"{AG}/pp_memory.csv",

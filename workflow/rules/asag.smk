@@ -33,7 +33,7 @@ rule asag_train:
     """The tiny reasoning model (paper scale: records the hub LRM, trains nothing)."""
     input:
         data=f"{AS}/data",
-        code=code("asag", "train", "data", "core.train", "core.models"),
+        code=code("asag", "train"),
     output:
         directory(f"{AS}/model"),
     log:
@@ -58,7 +58,7 @@ rule asag_decode:
     input:
         model=f"{AS}/model",
         data=f"{AS}/data",
-        code=code("asag", "decode", "signals", "train", "data"),
+        code=code("asag", "decode"),
     output:
         f"{AS}/runs/{{policy}}.jsonl",
     log:
@@ -82,7 +82,7 @@ rule asag_report:
     """Acc / Len / CR / exits per policy, the pre-study, claim metrics and the figure."""
     input:
         runs=lambda wc: asag_runs(wc.scale),
-        code=code("asag", "analysis", "core.plots"),
+        code=code("asag", "report"),
     output:
         table=f"{AS}/table.csv",
         summary=f"{AS}/summary.json",

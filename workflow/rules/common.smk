@@ -46,8 +46,6 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get(
 RESULTS = config["results_dir"]
 REPORTS = config["reports_dir"]
 PAPERS = config["papers"]
-# Modules every CLI step imports (argument parsing, typed config, result writing).
-CORE_BASE = ("core.cli", "core.config", "core.results", "core.runtime", "core.distributed")
 FIGURES = {}  # paper → (scale → its figure paths); filled by each paper's .smk
 
 
@@ -69,18 +67,24 @@ def as_json(obj):
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
-def _module_file(name):
-    return str(Path("methods", *name.split(".")).with_suffix(".py"))
+# Code inputs (a code change reruns the steps it affects): computed from the step's entry point with `ast` (no imports
+# run, no torch), so a rule can no longer miss a module its step imports.
+from methods.core import codeinputs
 
 
-def code(paper, *modules):
-    """The source files a step imports, as inputs, so editing one reruns that step and what
-    depends on it (Snakemake does not track imports). `modules` are module names under
-    methods/: a paper's own ("pretrain") or shared ones ("core.train")."""
-    names = {m if m.startswith("core.") else f"{paper}.{m}" for m in modules} | set(CORE_BASE)
-    if paper:
-        names |= {f"{paper}.__init__", f"{paper}.__main__"}
-    return sorted(_module_file(n) for n in names)
+def code(entry, step=None):
+    """The source files a step can import, as inputs, so editing one reruns that step and what
+    depends on it (Snakemake does not track imports). `entry` and `step` are the words of the
+    rule's command: `python -m methods.lfq quantize` → code("lfq", "quantize");
+    `python -m methods.core claims` → code("core", "claims"); a module run as a script,
+    `python -m methods.core.report` → code("core.report"). The files: its __main__ and
+    packages, what __main__ imports at module level and in the sub-command's function, then
+    everything those modules import, transitively (methods/core/codeinputs.py); a sorted list
+    of paths relative to the repository root."""
+    if step is not None and not codeinputs.resolves(entry, step, root=workflow.basedir):
+        logger.warning(f"code({entry!r}, {step!r}): no such sub-command found in methods/{entry}/__main__.py; "
+                       "listing everything it imports")
+    return codeinputs.step_files(entry, step, root=workflow.basedir)
 
 
 def conda_env(wildcards):

@@ -9,7 +9,7 @@ rule dm_data:
     """The world (permutations of Z_17, held-out pairs, mixture weights) and the tokenizer;
     at paper scale the hub tokenizer and the corpus text (train.txt, val.txt)."""
     input:
-        code=code("dag_moe", "data", "core.data", "core.tokenizer"),
+        code=code("dag_moe", "data"),
     output:
         directory(f"{DM}/data"),
     log:
@@ -33,7 +33,7 @@ rule dm_shards:
     (train/, val/) that every LM run reads by (seed, step): no step holds the corpus in memory."""
     input:
         data=f"{DM}/data",
-        code=code(None, "core.shards", "core.data", "core.tokenizer", "core.__main__"),
+        code=code("core", "shards"),
     output:
         directory(f"{DM}/shards"),
     log:
@@ -60,8 +60,7 @@ rule dm_train:
         data=f"{DM}/data",
         # a hub corpus's token shards (paper scale); the generated mixture makes its batches on the fly
         shards=lambda wc: [] if dm(wc.scale, "data", "source") == "generated" else f"{RESULTS}/{wc.scale}/dag_moe/shards",
-        code=code("dag_moe", "run", "model", "aggregate", "data", "core.moe", "core.train",
-                  "core.models", "core.data", "core.shards", "core.tokenizer"),
+        code=code("dag_moe", "train"),
     output:
         model=directory(f"{DM}/runs/{{arch}}/s{{seed}}"),
         metrics=f"{DM}/runs/{{arch}}/s{{seed}}.json",
@@ -94,7 +93,7 @@ rule dm_compose:
     """D2: the 1-layer composition model (loss on the answer) for every seed, one aggregation."""
     input:
         data=f"{DM}/data",
-        code=code("dag_moe", "run", "model", "aggregate", "data", "core.moe", "core.train", "core.models"),
+        code=code("dag_moe", "compose"),
     output:
         f"{DM}/compose1L/{{agg}}.json",
     log:
@@ -122,7 +121,7 @@ rule dm_timing:
     input:
         data=f"{DM}/data",
         runs=lambda wc: dm_runs(wc.scale, "model", first_seed_only=True),
-        code=code("dag_moe", "run", "model", "aggregate", "data", "core.moe", "core.models"),
+        code=code("dag_moe", "timing"),
     output:
         f"{DM}/timing.json",
     log:
@@ -146,10 +145,10 @@ rule dm_timing:
 
 
 rule dm_lm_eval:
-    """Paper scale: zero-shot lm-eval tasks (card §6) of one trained LM."""
+    """Paper scale: zero-shot lm-eval tasks of one trained LM (the downstream set of config/scales/paper.yaml)."""
     input:
         model=f"{DM}/runs/{{arch}}/s{{seed}}",
-        code=code("dag_moe", "model", "aggregate", "core.evaluate", "core.models", "core.moe"),
+        code=code("dag_moe", "lm-eval"),
     output:
         f"{DM}/lm_eval/{{arch}}_s{{seed}}.json",
     log:
@@ -178,7 +177,7 @@ rule dm_aggregate:
         compose=[f"{DM}/compose1L/sum.json", f"{DM}/compose1L/dag.json"],
         timing=f"{DM}/timing.json",
         lm_eval=lambda wc: dm_lm_eval(wc.scale),
-        code=code("dag_moe", "analysis"),
+        code=code("dag_moe", "aggregate"),
     output:
         table=f"{DM}/table.csv",
         summary=f"{DM}/summary.json",
@@ -201,7 +200,7 @@ rule dm_aggregate:
 rule dm_figure:
     input:
         summary=f"{DM}/summary.json",
-        code=code("dag_moe", "analysis", "core.plots"),
+        code=code("dag_moe", "figure"),
     output:
         fig=report(
             f"{DM}/figures/dag_moe.png",

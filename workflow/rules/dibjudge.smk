@@ -11,7 +11,7 @@ wildcard_constraints:
 rule dj_data:
     """Train / ID / Bias Suite / adversarial pairs and their proxy labels (length, NLL, TTR bins)."""
     input:
-        code=code("dibjudge", "synth_lang"),
+        code=code("dibjudge", "data"),
     output:
         directory(f"{DJ}/data"),
     log:
@@ -34,7 +34,7 @@ rule dj_train:
     """Train one judge variant per seed, then evaluate it and probe its robust channel."""
     input:
         data=f"{DJ}/data",
-        code=code("dibjudge", "run", "model"),
+        code=code("dibjudge", "train"),
     output:
         f"{DJ}/metrics_{{variant}}.json",
     log:
@@ -59,7 +59,7 @@ rule dj_report:
     """Claim metrics (summary.json), the variant table and the bias figure."""
     input:
         metrics=lambda wc: dj_metrics(wc.scale),
-        code=code("dibjudge", "analysis", "core.plots"),
+        code=code("dibjudge", "report"),
     output:
         table=f"{DJ}/table.md",
         summary=f"{DJ}/summary.json",

@@ -11,7 +11,7 @@ wildcard_constraints:
 rule edlm_data:
     """Addition / string-reversal / PCFG corpus, held-out prompts and the char tokenizer."""
     input:
-        code=code("efficient_dlm", "run", "core.data", "core.tokenizer"),
+        code=code("efficient_dlm", "data"),
     output:
         directory(f"{ED}/data"),
     log:
@@ -34,7 +34,7 @@ rule edlm_train_ar:
     """The AR base, trained with the shared trainer (paper scale: the hub base, saved as is)."""
     input:
         data=f"{ED}/data",
-        code=code("efficient_dlm", "run", "core.train", "core.models", "core.data", "core.tokenizer"),
+        code=code("efficient_dlm", "train_ar"),
     output:
         directory(f"{ED}/models/ar"),
     log:
@@ -59,7 +59,7 @@ rule edlm_convert:
     input:
         ar=f"{ED}/models/ar",
         data=f"{ED}/data",
-        code=code("efficient_dlm", "run", "dlm", "core.train", "core.models", "core.data"),
+        code=code("efficient_dlm", "convert"),
     output:
         directory(f"{ED}/models/{{variant}}"),
     log:
@@ -85,7 +85,7 @@ rule edlm_eval:
         ar=f"{ED}/models/ar",
         convs=lambda wc: edlm_convs(wc.scale),
         data=f"{ED}/data",
-        code=code("efficient_dlm", "run", "dlm", "core.models"),
+        code=code("efficient_dlm", "evaluate"),
     output:
         f"{ED}/eval.json",
     log:
@@ -109,7 +109,7 @@ rule edlm_report:
     """Table, claim metrics (summary.json), accuracy–parallelism frontier and drift figures."""
     input:
         eval=f"{ED}/eval.json",
-        code=code("efficient_dlm", "analysis", "core.plots"),
+        code=code("efficient_dlm", "aggregate"),
     output:
         table=f"{ED}/table.csv",
         summary=f"{ED}/summary.json",

@@ -12,7 +12,7 @@ wildcard_constraints:
 rule fr_gen_data:
     """Train/test items of the four domains and the char tokenizer."""
     input:
-        code=code("fusionroute", "data", "core.tokenizer"),
+        code=code("fusionroute", "data"),
     output:
         directory(f"{FR}/data"),
     log:
@@ -35,7 +35,7 @@ rule fr_train_expert:
     """One domain expert (90% its domain); at paper scale a pointer to its hub id."""
     input:
         data=f"{FR}/data",
-        code=code("fusionroute", "run", "data", "core.train", "core.models", "core.data"),
+        code=code("fusionroute", "expert"),
     output:
         directory(f"{FR}/experts/{{domain}}"),
     log:
@@ -61,7 +61,7 @@ rule fr_sft_router:
     input:
         data=f"{FR}/data",
         experts=lambda wc: fr_experts(wc.scale),
-        code=code("fusionroute", "run", "fusion", "data", "core.train", "core.models", "core.data"),
+        code=code("fusionroute", "sft"),
     output:
         directory(f"{FR}/ckpt/router_sft"),
     log:
@@ -88,7 +88,7 @@ rule fr_cdpo:
         data=f"{FR}/data",
         experts=lambda wc: fr_experts(wc.scale),
         router=f"{FR}/ckpt/router_sft",
-        code=code("fusionroute", "run", "fusion", "data", "core.train", "core.models", "core.data"),
+        code=code("fusionroute", "cdpo"),
     output:
         router=directory(f"{FR}/ckpt/router_cdpo"),
         prefs=f"{FR}/data_prefs/prefs.jsonl",
@@ -117,7 +117,7 @@ rule fr_eval:
         experts=lambda wc: fr_experts(wc.scale),
         sft=f"{FR}/ckpt/router_sft",
         cdpo=f"{FR}/ckpt/router_cdpo",
-        code=code("fusionroute", "run", "fusion", "data", "core.models", "core.plots") + code("model_pool", "pool"),
+        code=code("fusionroute", "evaluate"),
     output:
         metrics=f"{FR}/metrics.json",
         summary=f"{FR}/summary.json",

@@ -14,7 +14,7 @@ wildcard_constraints:
 rule lfq_data:
     """PCFG + running-sum corpus, calibration text, evaluation prompts and the char tokenizer."""
     input:
-        code=code("lfq", "data", "core.data", "core.tokenizer"),
+        code=code("lfq", "data"),
     output:
         directory(f"{LQ}/data"),
     log:
@@ -37,7 +37,7 @@ rule lfq_train_fp:
     """The full-precision base model (paper scale: the hub model, copied)."""
     input:
         data=f"{LQ}/data",
-        code=code("lfq", "base", "core.train", "core.models", "core.data", "core.tokenizer"),
+        code=code("lfq", "train"),
     output:
         directory(f"{LQ}/models/fp"),
     log:
@@ -62,7 +62,7 @@ rule lfq_calibrate:
     input:
         data=f"{LQ}/data",
         base=f"{LQ}/models/fp",
-        code=code("lfq", "data", "core.tokenizer"),
+        code=code("lfq", "calibrate"),
     output:
         f"{LQ}/calib.pt",
     log:
@@ -87,7 +87,7 @@ rule lfq_quantize:
     input:
         base=f"{LQ}/models/fp",
         calib=f"{LQ}/calib.pt",
-        code=code("lfq", "ptq", "gptq", "quantizer", "store", "core.models") + ["kernels/__init__.py", "kernels/quant.py"],
+        code=code("lfq", "quantize"),
     output:
         directory(f"{LQ}/models/{{method}}-{{qcfg}}"),
     log:
@@ -113,7 +113,7 @@ rule lfq_final:
         base=f"{LQ}/models/fp",
         quantized=f"{LQ}/models/{{method}}-{{qcfg}}",
         calib=f"{LQ}/calib.pt",
-        code=code("lfq", "ptq", "quantizer", "store", "core.models") + ["kernels/__init__.py", "kernels/quant.py"],
+        code=code("lfq", "final"),
     output:
         directory(f"{LQ}/models/{{method}}-{{objective}}-{{qcfg}}"),
     log:
@@ -140,7 +140,7 @@ rule lfq_evaluate:
         fp=f"{LQ}/models/fp",
         models=lambda wc: lq_models(wc.scale, wc.qcfg),
         data=f"{LQ}/data",
-        code=code("lfq", "evaluate", "core.evaluate", "core.models", "core.data"),
+        code=code("lfq", "evaluate"),
     output:
         f"{LQ}/eval/{{qcfg}}.json",
     log:
@@ -164,7 +164,7 @@ rule lfq_report:
     """Table, claim metrics (summary.json) and the EM-vs-length / KL figure."""
     input:
         evals=lambda wc: [f"{RESULTS}/{wc.scale}/lfq/eval/{s}.json" for s in lq_settings(wc.scale)],
-        code=code("lfq", "analysis", "core.plots"),
+        code=code("lfq", "report"),
     output:
         table=f"{LQ}/table.csv",
         summary=f"{LQ}/summary.json",

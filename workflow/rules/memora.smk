@@ -8,7 +8,7 @@ MM = f"{RESULTS}/{{scale}}/memora"
 rule memora_data:
     """Generated conversations + questions (paper scale: LoCoMo / LongMemEval converted)."""
     input:
-        code=code("memora", "run", "synth", "loaders", "memory", "metrics"),
+        code=code("memora", "data"),
     output:
         convs=f"{MM}/data/convs.json",
         qa=f"{MM}/data/qa.json",
@@ -34,7 +34,7 @@ rule memora_embed:
     input:
         convs=f"{MM}/data/convs.json",
         qa=f"{MM}/data/qa.json",
-        code=code("memora", "run", "synth", "memory", "metrics"),
+        code=code("memora", "embed"),
     output:
         f"{MM}/emb.npz",
     log:
@@ -59,7 +59,7 @@ rule memora_build:
     input:
         convs=f"{MM}/data/convs.json",
         emb=f"{MM}/emb.npz",
-        code=code("memora", "run", "synth", "memory", "metrics", "prompted"),
+        code=code("memora", "build"),
     output:
         f"{MM}/stores/{{mstore}}.json",
     log:
@@ -88,7 +88,7 @@ rule memora_retrieve:
         qa=f"{MM}/data/qa.json",
         emb=f"{MM}/emb.npz",
         built=f"{MM}/stores/{{mstore}}.json",
-        code=code("memora", "run", "synth", "memory", "metrics", "prompted"),
+        code=code("memora", "retrieve"),
     output:
         f"{MM}/ret/{{mstore}}/{{mpolicy}}.jsonl",
     log:
@@ -118,7 +118,7 @@ rule memora_theory:
     input:
         qa=f"{MM}/data/qa.json",
         emb=f"{MM}/emb.npz",
-        code=code("memora", "run", "synth", "memory", "metrics", "prompted"),
+        code=code("memora", "theory"),
     output:
         f"{MM}/special_cases.json",
     log:
@@ -145,7 +145,7 @@ rule memora_aggregate:
         runs=lambda wc: mem_runs(wc.scale),
         builds=lambda wc: mem_builds(wc.scale),
         theory=f"{MM}/special_cases.json",
-        code=code("memora", "run", "metrics", "core.plots"),
+        code=code("memora", "aggregate"),
     output:
         table=f"{MM}/metrics.csv",
         summary=f"{MM}/summary.json",

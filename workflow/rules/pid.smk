@@ -12,7 +12,7 @@ wildcard_constraints:
 rule pid_data:
     """Bimodal (RED, U_TXT, U_VIS, SYN) and tri-modal AV items: train / profile / test."""
     input:
-        code=code("pid", "synth"),
+        code=code("pid", "data"),
     output:
         f"{PD}/data.npz",
     log:
@@ -35,7 +35,7 @@ rule pid_train:
     """One fusion model under one mixture weighting (or the omni model), saving every checkpoint."""
     input:
         data=f"{PD}/data.npz",
-        code=code("pid", "run", "synth", "estimators"),
+        code=code("pid", "train"),
     output:
         f"{PD}/models/{{pid_mix}}.pt",
     log:
@@ -60,7 +60,7 @@ rule pid_decide:
     input:
         data=f"{PD}/data.npz",
         models=lambda wc: pid_models(wc.scale),
-        code=code("pid", "run", "synth", "estimators"),
+        code=code("pid", "decide"),
     output:
         decisions=f"{PD}/decisions.npz",
         interventions=f"{PD}/interventions.json",
@@ -86,7 +86,7 @@ rule pid_pid:
     input:
         data=f"{PD}/data.npz",
         decisions=f"{PD}/decisions.npz",
-        code=code("pid", "run", "synth", "estimators"),
+        code=code("pid", "pid"),
     output:
         f"{PD}/pid.json",
     log:
@@ -112,7 +112,7 @@ rule pid_reweight:
     input:
         data=f"{PD}/data.npz",
         models=lambda wc: pid_models(wc.scale),
-        code=code("pid", "run", "synth", "estimators"),
+        code=code("pid", "reweight"),
     output:
         f"{PD}/reweight.json",
     log:
@@ -138,7 +138,7 @@ rule pid_aggregate:
         pid=f"{PD}/pid.json",
         interventions=f"{PD}/interventions.json",
         reweight=f"{PD}/reweight.json",
-        code=code("pid", "analysis", "core.plots"),
+        code=code("pid", "aggregate"),
     output:
         summary=f"{PD}/summary.json",
         table=f"{PD}/table.md",

@@ -36,7 +36,7 @@ rule pse_run:
     """Factorial + persistence trials of one agent (tool injection, boundary, 10 probe turns)."""
     input:
         scenarios=f"{PSE}/scenarios.jsonl",
-        code=code("pse", "run", "agent", "sim", "scenarios", "core.llm"),
+        code=code("pse", "run"),
     output:
         f"{PSE}/transcripts/runs/{{pse_agent}}.jsonl",
     log:
@@ -60,7 +60,7 @@ rule pse_pipeline:
     """S-stage multi-agent pipelines (planner → researcher → writer → reviewer) of the primary agent."""
     input:
         scenarios=f"{PSE}/scenarios.jsonl",
-        code=code("pse", "run", "agent", "sim", "scenarios", "core.llm"),
+        code=code("pse", "pipeline"),
     output:
         f"{PSE}/transcripts/pipeline.jsonl",
     log:
@@ -84,7 +84,7 @@ rule pse_defend:
     """Defence panel and clean controls under one defence (none / D1 self-verify / D2 keyword)."""
     input:
         scenarios=f"{PSE}/scenarios.jsonl",
-        code=code("pse", "run", "agent", "sim", "scenarios", "core.llm"),
+        code=code("pse", "defend"),
     output:
         f"{PSE}/transcripts/def_{{pse_defence}}.jsonl",
     log:
@@ -112,7 +112,7 @@ rule pse_metrics:
         runs=lambda wc: pse_runs(wc.scale),
         pipeline=f"{PSE}/transcripts/pipeline.jsonl",
         defences=lambda wc: pse_defences(wc.scale),
-        code=code("pse", "analysis", "stats", "run", "sim", "agent", "scenarios", "core.plots", "core.llm"),
+        code=code("pse", "metrics"),
     output:
         summary=f"{PSE}/summary.json",
         tables=directory(f"{PSE}/tables"),

@@ -3,14 +3,12 @@
 # generation through the sparse attention for every selector, lm-eval tasks with it (paper
 # scale), table/figure and claims (methods/rabitqcache/, kernels/rabitq.py).
 RQ = f"{RESULTS}/{{scale}}/rabitqcache"
-RQ_KERNEL = ["kernels/__init__.py", "kernels/rabitq.py"]
-RQ_ATTN = ("attention", "rabitq", "selection", "run")
 
 
 rule rabitqcache_data:
     """Passkey / multi-key retrieval texts (train) and prompts (eval), word-level tokenizer."""
     input:
-        code=code("rabitqcache", "data", "core.tokenizer"),
+        code=code("rabitqcache", "data"),
     output:
         directory(f"{RQ}/data"),
     log:
@@ -33,7 +31,7 @@ rule rabitqcache_train:
     """The tiny retrieval Llama (2 heads × 64); paper scale: the hub model, copied."""
     input:
         data=f"{RQ}/data",
-        code=code("rabitqcache", "base", "core.train", "core.models", "core.data", "core.tokenizer"),
+        code=code("rabitqcache", "train"),
     output:
         directory(f"{RQ}/models/base"),
     log:
@@ -58,7 +56,7 @@ rule rabitqcache_capture:
     input:
         model=f"{RQ}/models/base",
         data=f"{RQ}/data",
-        code=code("rabitqcache", *RQ_ATTN, "core.models") + RQ_KERNEL,
+        code=code("rabitqcache", "capture"),
     output:
         f"{RQ}/capture.npz",
     log:
@@ -82,7 +80,7 @@ rule rabitqcache_estimator:
     """Bias over random rotations, RMSE (centred vs not, FP vs INT4 query), bound coverage."""
     input:
         capture=f"{RQ}/capture.npz",
-        code=code("rabitqcache", "stats", "rabitq", "run", "attention", "selection") + RQ_KERNEL,
+        code=code("rabitqcache", "estimator"),
     output:
         f"{RQ}/estimator.json",
     log:
@@ -109,7 +107,7 @@ rule rabitqcache_sparse:
     input:
         model=f"{RQ}/models/base",
         data=f"{RQ}/data",
-        code=code("rabitqcache", *RQ_ATTN, "core.models") + RQ_KERNEL,
+        code=code("rabitqcache", "sparse"),
     output:
         f"{RQ}/sparse.json",
     log:
@@ -133,7 +131,7 @@ rule rabitqcache_lm_eval:
     """Paper scale: lm-eval tasks (LongBench / RULER) with the sparse attention attached."""
     input:
         model=f"{RQ}/models/base",
-        code=code("rabitqcache", *RQ_ATTN, "core.models", "core.evaluate") + RQ_KERNEL,
+        code=code("rabitqcache", "lm_eval"),
     output:
         f"{RQ}/lm_eval.json",
     log:
@@ -159,7 +157,7 @@ rule rabitqcache_report:
         estimator=f"{RQ}/estimator.json",
         sparse=f"{RQ}/sparse.json",
         lm_eval=lambda wc: rq_lm_eval(wc.scale),
-        code=code("rabitqcache", "analysis", "core.plots"),
+        code=code("rabitqcache", "report"),
     output:
         table=f"{RQ}/table.csv",
         summary=f"{RQ}/summary.json",

@@ -1,13 +1,13 @@
 # ReMoE (arXiv 2605.27081): domain-switching corpus → tiny MoE-Llama pre-training → gate-only
 # fine-tunes (ReMoE, CE-only control, w/o trust) → routing traces → EOR, PPL, expert-cache
-# simulation, table, figure and claims 1–5 of the card (methods/remoe/).
+# simulation, table, figure and claims 1–5 (methods/remoe/claims.yaml).
 RM = f"{RESULTS}/{{scale}}/remoe"
 
 
 rule remoe_data:
     """Domain-switching character corpus (train documents, held-out documents, domains)."""
     input:
-        code=code("remoe", "data", "core.data"),
+        code=code("remoe", "data"),
     output:
         f"{RM}/data/corpus.npz",
     log:
@@ -30,7 +30,7 @@ rule remoe_pretrain:
     """Tiny MoE-Llama (core MoE layer + shared expert), CE + Switch balancing loss."""
     input:
         data=f"{RM}/data/corpus.npz",
-        code=code("remoe", "run", "model", "data", "losses", "core.train", "core.moe", "core.models"),
+        code=code("remoe", "pretrain"),
     output:
         ckpt=f"{RM}/ckpt/base.pt",
         log_json=f"{RM}/logs/pretrain.jsonl",
@@ -56,7 +56,7 @@ rule remoe_finetune:
     input:
         base=f"{RM}/ckpt/base.pt",
         data=f"{RM}/data/corpus.npz",
-        code=code("remoe", "run", "model", "data", "losses", "core.train", "core.moe", "core.models"),
+        code=code("remoe", "finetune"),
     output:
         ckpt=f"{RM}/ckpt/finetuned/{{rm_variant}}.pt",
         log_json=f"{RM}/logs/finetune_{{rm_variant}}.jsonl",
@@ -85,7 +85,7 @@ rule remoe_trace:
     input:
         ckpts=lambda wc: rm_ckpts(wc.scale),
         data=f"{RM}/data/corpus.npz",
-        code=code("remoe", "run", "model", "data", "losses", "core.moe", "core.models"),
+        code=code("remoe", "trace"),
     output:
         directory(f"{RM}/traces"),
     log:
@@ -109,7 +109,7 @@ rule remoe_analyze:
     """EOR, entropy, load CV, cache simulation (LRU/FIFO/Belady × capacity), Prop. 3.1 check."""
     input:
         traces=f"{RM}/traces",
-        code=code("remoe", "analysis", "cache", "core.plots"),
+        code=code("remoe", "analyze"),
     output:
         table=f"{RM}/table.csv",
         summary=f"{RM}/summary.json",

@@ -6,7 +6,7 @@ rule report:
     input:
         claims=lambda wc: [f"{RESULTS}/{wc.scale}/{p}/claims.json" for p in PAPERS],
         figures=lambda wc: [f for p in PAPERS for f in FIGURES[p](wc.scale)],
-        code=code(None, "core.report"),
+        code=code("core.report"),
     output:
         f"{REPORTS}/{{scale}}/index.html",
     log:
@@ -32,7 +32,7 @@ rule claims:
     input:
         spec="methods/{paper}/claims.yaml",
         metrics=f"{RESULTS}/{{scale}}/{{paper}}/summary.json",
-        code=code(None, "core.claims", "core.__main__"),
+        code=code("core", "claims"),
     output:
         f"{RESULTS}/{{scale}}/{{paper}}/claims.json",
     log:

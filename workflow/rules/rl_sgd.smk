@@ -13,7 +13,7 @@ wildcard_constraints:
 rule rs_prompts:
     """Train / RL / held-out pairs of the addition task and the multiplication contrast."""
     input:
-        code=code("rl_sgd", "run", "task"),
+        code=code("rl_sgd", "prompts"),
     output:
         directory(f"{RS}/data"),
     log:
@@ -36,7 +36,7 @@ rule rs_warmstart:
     """AdamW SFT warm start of one width, rounded to bf16."""
     input:
         data=f"{RS}/data",
-        code=code("rl_sgd", "run", "task", "model", "sft", "grpo"),
+        code=code("rl_sgd", "warmstart"),
     output:
         directory(f"{RS}/base/d{{rs_w}}"),
     log:
@@ -61,7 +61,7 @@ rule rs_grpo:
     input:
         data=f"{RS}/data",
         base=f"{RS}/base/d{{rs_w}}",
-        code=code("rl_sgd", "run", "task", "model", "grpo", "optim"),
+        code=code("rl_sgd", "grpo"),
     output:
         directory(f"{RS}/runs/d{{rs_w}}_{{rs_opt}}_lr{{rs_lr}}_s{{seed}}"),
     log:
@@ -87,7 +87,7 @@ rule rs_sparsity:
     input:
         runs=lambda wc: rs_runs(wc.scale),
         bases=lambda wc: rs_bases(wc.scale),
-        code=code("rl_sgd", "run", "sparsity", "model"),
+        code=code("rl_sgd", "sparsity"),
     output:
         f"{RS}/sparsity.json",
     log:
@@ -113,7 +113,7 @@ rule rs_sft:
     input:
         data=f"{RS}/data",
         base=lambda wc: f"{RESULTS}/{wc.scale}/rl_sgd/base/d{max(rs(wc.scale, 'widths'))}",
-        code=code("rl_sgd", "run", "task", "model", "sft", "optim", "grpo"),
+        code=code("rl_sgd", "sft"),
     output:
         f"{RS}/sft_contrast.json",
     log:
@@ -136,7 +136,7 @@ rule rs_sft:
 rule rs_trl_check:
     """First GRPO update of our loop vs trl's GRPOTrainer from the same weights and completions."""
     input:
-        code=code("rl_sgd", "trl_check", "grpo", "task", "core.tokenizer"),
+        code=code("rl_sgd", "trl_check"),
     output:
         f"{RS}/trl_check.json",
     log:
@@ -163,7 +163,7 @@ rule rs_aggregate:
         sparsity=f"{RS}/sparsity.json",
         sft=f"{RS}/sft_contrast.json",
         trl=f"{RS}/trl_check.json",
-        code=code("rl_sgd", "analysis", "core.plots"),
+        code=code("rl_sgd", "aggregate"),
     output:
         table=f"{RS}/table.csv",
         summary=f"{RS}/summary.json",

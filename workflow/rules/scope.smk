@@ -8,7 +8,7 @@ rule sc_member:
     """One extra pool member of SCOPE (trained by the shared pool's trainer on the shared pool data)."""
     input:
         data=f"{RESULTS}/{{scale}}/model_pool/data",
-        code=code("model_pool", "tasks", "pool", "core.train", "core.models", "core.data", "core.tokenizer"),
+        code=code("model_pool", "train"),
     output:
         directory(f"{SC}/members/{{xm}}"),
     log:
@@ -33,7 +33,7 @@ rule sc_outcomes:
     every query, and the cosine top-k anchors of every query."""
     input:
         members=lambda wc: sc_member_dirs(wc.scale),
-        code=code("scope", "core", "run", "core.models") + code("model_pool", "tasks", "pool"),
+        code=code("scope", "outcomes"),
     output:
         f"{SC}/outcomes.json",
     log:
@@ -57,7 +57,7 @@ rule sc_sft:
     """SFT of the outcome predictor, with k anchors in the prompt or none (ablation)."""
     input:
         outcomes=f"{SC}/outcomes.json",
-        code=code("scope", "core", "run", "core.train", "core.models", "core.data", "core.tokenizer"),
+        code=code("scope", "sft"),
     output:
         directory(f"{SC}/predictor/sft_{{variant}}"),
     log:
@@ -84,7 +84,7 @@ rule sc_grpo:
     input:
         outcomes=f"{SC}/outcomes.json",
         sft=f"{SC}/predictor/sft_anchors",
-        code=code("scope", "core", "run", "core.models", "core.tokenizer"),
+        code=code("scope", "grpo"),
     output:
         directory(f"{SC}/predictor/rl"),
     log:
@@ -111,7 +111,7 @@ rule sc_route:
         rl=f"{SC}/predictor/rl",
         sft=f"{SC}/predictor/sft_anchors",
         noanchor=f"{SC}/predictor/sft_noanchor",
-        code=code("scope", "core", "run", "analysis", "core.models", "core.plots"),
+        code=code("scope", "route"),
     output:
         summary=f"{SC}/summary.json",
         pareto=f"{SC}/pareto.csv",

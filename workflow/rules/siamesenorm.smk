@@ -12,7 +12,7 @@ wildcard_constraints:
 rule sn_data:
     """Corpus (train/val text), held-out arithmetic prompts and the char tokenizer."""
     input:
-        code=code("siamesenorm", "data", "core.data", "core.tokenizer"),
+        code=code("siamesenorm", "data"),
     output:
         directory(f"{SN}/data"),
     log:
@@ -36,7 +36,7 @@ rule sn_shards:
     of the sweep reads by (seed, step): no step holds the corpus in memory."""
     input:
         data=f"{SN}/data",
-        code=code(None, "core.shards", "core.data", "core.tokenizer", "core.__main__"),
+        code=code("core", "shards"),
     output:
         directory(f"{SN}/shards"),
     log:
@@ -63,8 +63,7 @@ rule sn_train:
     input:
         data=f"{SN}/data",
         shards=f"{SN}/shards",
-        code=code("siamesenorm", "run", "model", "core.train", "core.models", "core.data", "core.shards",
-                  "core.tokenizer"),
+        code=code("siamesenorm", "train"),
     output:
         directory(f"{SN}/runs/{{scheme}}_lr{{lr}}_s{{seed}}"),
     log:
@@ -91,7 +90,7 @@ rule sn_train:
 rule sn_steptime:
     """Training-step time of every scheme, interleaved in one process (C4)."""
     input:
-        code=code("siamesenorm", "steptime", "model", "core.models"),
+        code=code("siamesenorm", "steptime"),
     output:
         f"{SN}/steptime.json",
     log:
@@ -116,7 +115,7 @@ rule sn_evaluate:
     input:
         runs=lambda wc: sn_runs(wc.scale),
         data=f"{SN}/data",
-        code=code("siamesenorm", "evaluate", "model", "core.evaluate", "core.models"),
+        code=code("siamesenorm", "evaluate"),
     output:
         f"{SN}/eval.json",
     log:
@@ -142,7 +141,7 @@ rule sn_aggregate:
         runs=lambda wc: sn_runs(wc.scale),
         eval=f"{SN}/eval.json",
         steptime=f"{SN}/steptime.json",
-        code=code("siamesenorm", "analysis", "core.plots"),
+        code=code("siamesenorm", "aggregate"),
     output:
         table=f"{SN}/table.csv",
         summary=f"{SN}/summary.json",

@@ -360,7 +360,7 @@ def pid_lora_job(scale, model_id, tokens, batch, label):
 
 
 def pid_train_job(wc):
-    """Paper scale (card §6; the step itself is not implemented): a LoRA fine-tune of the VL base
+    """Paper scale (the step itself is not implemented yet): a LoRA fine-tune of the VL base
     (the omni model for `omni`) under one mixture weighting."""
     h, t = pid(wc.scale, "hub"), pid(wc.scale, "train")
     model = h["omni_models"][0] if wc.pid_mix == "omni" else h["lora_base"]
@@ -388,7 +388,7 @@ def pid_reweight_job(wc):
 
 
 def dj_train_job(wc):
-    """Paper scale (card §6): the judge with LoRA r16, and (DIB variants) the bottleneck encoder
+    """Paper scale: the judge with LoRA r16, and (DIB variants) the bottleneck encoder
     trained in full, on pairs of up to max_len tokens, once per seed."""
     t = dj(wc.scale, "train")
     judge, seq = hub_spec(t["hub"]["judge"]), t["model"]["max_len"]

@@ -1,6 +1,6 @@
 # TSGD (ICML 2026, OpenReview zVv11MhFLD): MATH-lite (tiny) or MATH/AIME (paper) -> zero-shot and
 # append-only static RAG -> one TSGD run per variant (budget / verification ablations) -> table,
-# figure and claims (methods/tsgd/). Tiny/smoke use the card's solver/reflector simulator.
+# figure and claims (methods/tsgd/). Tiny/smoke use a seeded solver/reflector simulator.
 TS = f"{RESULTS}/{{scale}}/tsgd"
 
 
@@ -11,7 +11,7 @@ wildcard_constraints:
 rule tsgd_data:
     """train/val/test problems with exact answers."""
     input:
-        code=code("tsgd", "run", "synth", "answer"),
+        code=code("tsgd", "data"),
     output:
         directory(f"{TS}/data"),
     log:
@@ -34,7 +34,7 @@ rule tsgd_baselines:
     """Zero-shot and append-only static RAG (test accuracy vs stored experiences)."""
     input:
         data=f"{TS}/data",
-        code=code("tsgd", "run", "optim", "sim", "prompts", "answer", "library", "core.llm"),
+        code=code("tsgd", "baselines"),
     output:
         out=f"{TS}/baselines.json",
         curve=f"{TS}/rag_curve.csv",
@@ -60,7 +60,7 @@ rule tsgd_train:
     """One TSGD variant: best-validation library, per-step trace, op log, test accuracy."""
     input:
         data=f"{TS}/data",
-        code=code("tsgd", "run", "optim", "sim", "prompts", "answer", "library", "core.llm"),
+        code=code("tsgd", "train"),
     output:
         out=f"{TS}/libs/{{tsvariant}}.json",
         trace=f"{TS}/traces/{{tsvariant}}.csv",
@@ -88,7 +88,7 @@ rule tsgd_aggregate:
         baselines=f"{TS}/baselines.json",
         runs=lambda wc: tsgd_outputs(wc.scale, "libs", "json"),
         traces=lambda wc: tsgd_outputs(wc.scale, "traces", "csv"),
-        code=code("tsgd", "run", "analysis", "core.plots"),
+        code=code("tsgd", "aggregate"),
     output:
         table=f"{TS}/test.csv",
         summary=f"{TS}/summary.json",

@@ -8,7 +8,7 @@ US = f"{RESULTS}/{{scale}}/uniscale"
 rule pool_data:
     """Task mixture (arith + rev with step scratchpads), held-out queries, char tokenizer."""
     input:
-        code=code("model_pool", "tasks", "pool"),
+        code=code("model_pool", "data"),
     output:
         directory(f"{POOL}/data"),
     log:
@@ -31,7 +31,7 @@ rule pool_train_member:
     """One pool member (paper scale: a pointer to its hub id)."""
     input:
         data=f"{POOL}/data",
-        code=code("model_pool", "tasks", "pool", "core.train", "core.models", "core.data", "core.tokenizer"),
+        code=code("model_pool", "train"),
     output:
         directory(f"{POOL}/members/{{member}}"),
     log:
@@ -57,7 +57,7 @@ rule pool_train_verifier:
     input:
         data=f"{POOL}/data",
         members=lambda wc: pool_members(wc.scale),
-        code=code("model_pool", "tasks", "pool", "core.train", "core.models", "core.data", "core.tokenizer"),
+        code=code("model_pool", "verifier"),
     output:
         directory(f"{POOL}/verifier"),
     log:
@@ -82,7 +82,7 @@ rule pool_costs:
     input:
         members=lambda wc: pool_members(wc.scale),
         verifier=f"{POOL}/verifier",
-        code=code("model_pool", "pool", "core.models"),
+        code=code("model_pool", "costs"),
     output:
         f"{POOL}/pool_costs.json",
     log:
@@ -109,7 +109,7 @@ rule us_build_table:
         verifier=f"{POOL}/verifier",
         costs=f"{POOL}/pool_costs.json",
         data=f"{POOL}/data",
-        code=code("uniscale", "table", "cost", "core.models") + code("model_pool", "tasks", "pool"),
+        code=code("uniscale", "table"),
     output:
         f"{US}/table.parquet",
     log:
@@ -136,7 +136,7 @@ rule us_analyze:
         table=f"{US}/table.parquet",
         data=f"{POOL}/data",
         costs=f"{POOL}/pool_costs.json",
-        code=code("uniscale", "analysis", "bandit", "cost", "pareto", "core.plots"),
+        code=code("uniscale", "analyze"),
     output:
         runs=f"{US}/runs.json",
         summary=f"{US}/summary.json",

@@ -12,7 +12,7 @@ wildcard_constraints:
 rule vs_synth:
     """World (pool, pi_ref, r_true) and preference pairs with the planted alpha."""
     input:
-        code=code("verbalized_sampling", "world"),
+        code=code("verbalized_sampling", "synth"),
     output:
         directory(f"{VSD}/data"),
     log:
@@ -35,7 +35,7 @@ rule vs_theory:
     """alpha-hat with cluster-robust SE; closed-form and tabular-DPO sharpening slopes."""
     input:
         data=f"{VSD}/data",
-        code=code("verbalized_sampling", "typicality"),
+        code=code("verbalized_sampling", "theory"),
     output:
         f"{VSD}/theory.json",
     log:
@@ -59,7 +59,7 @@ rule vs_pretrain:
     """The tiny base LM on the direct / sequence / VS formats."""
     input:
         data=f"{VSD}/data",
-        code=code("verbalized_sampling", "lm", "prompts", "world", "core.train", "core.models"),
+        code=code("verbalized_sampling", "pretrain"),
     output:
         directory(f"{VSD}/models/base"),
     log:
@@ -84,7 +84,7 @@ rule vs_dpo:
     input:
         data=f"{VSD}/data",
         base=f"{VSD}/models/base",
-        code=code("verbalized_sampling", "lm", "prompts", "world", "core.train", "core.models"),
+        code=code("verbalized_sampling", "dpo"),
     output:
         directory(f"{VSD}/models/aligned"),
     log:
@@ -109,7 +109,7 @@ rule vs_sample:
     input:
         data=f"{VSD}/data",
         model=f"{VSD}/models/{{vsmodel}}",
-        code=code("verbalized_sampling", "lm", "prompts", "world", "core.llm", "core.models"),
+        code=code("verbalized_sampling", "sample"),
     output:
         f"{VSD}/samples/{{vsmodel}}.json",
     log:
@@ -136,7 +136,7 @@ rule vs_analyze:
         theory=f"{VSD}/theory.json",
         base=f"{VSD}/samples/base.json",
         aligned=f"{VSD}/samples/aligned.json",
-        code=code("verbalized_sampling", "analysis", "metrics", "prompts", "lm", "core.llm", "core.plots"),
+        code=code("verbalized_sampling", "analyze"),
     output:
         table=f"{VSD}/metrics.json",
         summary=f"{VSD}/summary.json",

@@ -12,7 +12,7 @@ wildcard_constraints:
 rule wdp_data:
     """The synthetic world (or, at paper scale, the hub corpus and SFT sets)."""
     input:
-        code=code("wd_plasticity", "world", "core.data"),
+        code=code("wd_plasticity", "data"),
     output:
         directory(f"{WDP}/data"),
     log:
@@ -36,7 +36,7 @@ rule wdp_tokenizer:
     the downstream formats has a token)."""
     input:
         data=f"{WDP}/data",
-        code=code(None, "core.tokenizer", "core.__main__"),
+        code=code("core", "tokenizer"),
     output:
         directory(f"{WDP}/tokenizer"),
     log:
@@ -67,7 +67,7 @@ rule wdp_shards:
     input:
         data=f"{WDP}/data",
         tokenizer=f"{WDP}/tokenizer",
-        code=code(None, "core.shards", "core.data", "core.tokenizer", "core.__main__"),
+        code=code("core", "shards"),
     output:
         directory(f"{WDP}/shards"),
     log:
@@ -94,8 +94,7 @@ rule wdp_pretrain:
     input:
         shards=f"{WDP}/shards",
         tokenizer=f"{WDP}/tokenizer",
-        code=code("wd_plasticity", "pretrain", "core.train", "core.models", "core.data", "core.shards",
-                  "core.tokenizer"),
+        code=code("wd_plasticity", "pretrain"),
     output:
         directory(f"{WDP}/base/wd{{wd}}_s{{seed}}"),
     log:
@@ -123,7 +122,7 @@ rule wdp_finetune:
     input:
         base=f"{WDP}/base/wd{{wd}}_s{{seed}}",
         data=f"{WDP}/data",
-        code=code("wd_plasticity", "finetune", "core.train", "core.models", "core.data", "core.evaluate"),
+        code=code("wd_plasticity", "finetune"),
     output:
         model=directory(f"{WDP}/ft/wd{{wd}}_s{{seed}}/{{task}}"),
         metrics=f"{WDP}/ft/wd{{wd}}_s{{seed}}/{{task}}.json",
@@ -149,7 +148,7 @@ rule wdp_lm_eval_tasks:
     """Our downstream test sets as lm-eval task YAMLs (loglikelihood + generation per task)."""
     input:
         data=f"{WDP}/data",
-        code=code("wd_plasticity", "downstream", "core.evaluate"),
+        code=code("wd_plasticity", "export-tasks"),
     output:
         directory(f"{WDP}/lm_eval_tasks"),
     log:
@@ -177,7 +176,7 @@ rule wdp_evaluate:
         tasks=f"{WDP}/lm_eval_tasks",
         ft=lambda wc: wdp_ft(wc, "model"),
         ft_metrics=lambda wc: wdp_ft(wc, "metrics"),
-        code=code("wd_plasticity", "downstream", "core.evaluate", "core.models"),
+        code=code("wd_plasticity", "evaluate"),
     output:
         f"{WDP}/eval/wd{{wd}}_s{{seed}}.json",
     log:
@@ -206,7 +205,7 @@ rule wdp_probes:
         base=f"{WDP}/base/wd{{wd}}_s{{seed}}",
         data=f"{WDP}/data",
         shards=f"{WDP}/shards",
-        code=code("wd_plasticity", "probes", "pretrain", "core.train", "core.models", "core.data", "core.shards"),
+        code=code("wd_plasticity", "probes"),
     output:
         f"{WDP}/probes/wd{{wd}}_s{{seed}}.json",
     log:
@@ -235,7 +234,7 @@ rule wdp_aggregate:
         bases=lambda wc: wdp_all(wc.scale, "base"),
         probes=lambda wc: wdp_all(wc.scale, "probes"),
         evals=lambda wc: wdp_all(wc.scale, "eval"),
-        code=code("wd_plasticity", "analysis"),
+        code=code("wd_plasticity", "aggregate"),
     output:
         table=f"{WDP}/table.csv",
         summary=f"{WDP}/summary.json",
@@ -259,7 +258,7 @@ rule wdp_aggregate:
 rule wdp_figure:
     input:
         table=f"{WDP}/table.csv",
-        code=code("wd_plasticity", "analysis", "core.plots"),
+        code=code("wd_plasticity", "figure"),
     output:
         fig=report(
             f"{WDP}/figures/plasticity.png",
