@@ -48,8 +48,11 @@ gpu-check: install
 paper-standin: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(PY) -m pytest -m paper_path tests/paper_path -rA
 
+# the workflow (snakemake's linter) and the Python (ruff: pyflakes, import order, a complexity cap;
+# settings in pyproject.toml)
 lint: install
 	snakemake --lint
+	ruff check .
 
 dryrun: install
 	for s in smoke tiny paper; do snakemake -n --quiet rules --config scale=$$s || exit 1; done

@@ -12,30 +12,30 @@ envvars:
     "PATH",
 
 
+# The papers: every methods/<slug>/ package with its workflow/rules/<slug>.smk (methods/core/registry.py);
+# adding one needs no line here. A package without its rules file (or the reverse) stops here, one line.
+from methods.core import registry
+
+REGISTERED = registry.papers(workflow.basedir)
+
+
 # config validation (run config and every scale file) happens first, in common.smk
 include: "workflow/rules/common.smk"
 # every torch step's GPU job size from its model and workload (before the rules that use them)
 include: "workflow/rules/sizes.smk"
-include: "workflow/rules/wd_plasticity.smk"
-include: "workflow/rules/siamesenorm.smk"
-include: "workflow/rules/dag_moe.smk"
-include: "workflow/rules/lfq.smk"
-include: "workflow/rules/agoq.smk"
-include: "workflow/rules/rabitqcache.smk"
-include: "workflow/rules/asag.smk"
-include: "workflow/rules/remoe.smk"
-include: "workflow/rules/efficient_dlm.smk"
-include: "workflow/rules/rl_sgd.smk"
-include: "workflow/rules/pid.smk"
-include: "workflow/rules/dibjudge.smk"
-include: "workflow/rules/verbalized_sampling.smk"
-include: "workflow/rules/uniscale.smk"
-include: "workflow/rules/fusionroute.smk"
-include: "workflow/rules/scope.smk"
-include: "workflow/rules/tsgd.smk"
-include: "workflow/rules/memora.smk"
-include: "workflow/rules/pse.smk"
+
+
+# shared parts of methods/core with rules of their own (the model pool), then every registered paper
+for _rules in [*registry.core_parts(workflow.basedir), *REGISTERED]:
+    include: f"workflow/rules/{_rules}.smk"
+
+
 include: "workflow/rules/report.smk"
+
+
+# Every step exists now: each gets the shared conda env and the scale's CPU resources where it
+# names none itself (common.smk), so a plain CPU rule needs no threads/resources/conda block.
+step_defaults()
 
 
 rule all:

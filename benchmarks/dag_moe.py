@@ -49,7 +49,9 @@ def main(argv=None) -> int:
                         max_seq_len=a.seq_len)
         archs = {"moe_sum": ArchConfig(8, 2, 2 * d, "sum"), "moe_fine": ArchConfig(16, 4, d, "sum"),
                  "dag_moe": ArchConfig(8, 2, 2 * d, "dag"), "dag_moe_K4": ArchConfig(16, 4, d, "dag")}
-        cfgs = {n: dag_moe_config(m, ar, MoEConfig(dispatch=a.dispatch), vocab) for n, ar in archs.items()}
+        moe = MoEConfig(edge_bias_init=0.0, edge_weight_init_std=0.0, edge_mode="soft", dispatch=a.dispatch,
+                        router_renormalize=True, aux_loss_coef=1e-2)  # the tiny scale's knobs
+        cfgs = {n: dag_moe_config(m, ar, moe, vocab) for n, ar in archs.items()}
         models = {n: build(c, 0) for n, c in cfgs.items()}
         g = torch.Generator().manual_seed(0)
         ids = torch.randint(0, vocab, (a.batch_size, a.seq_len + 1), generator=g)

@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from methods.dibjudge.model import EMAVectorQuantizer, Judge, ModelConfig  # noqa: E402
+from methods.dibjudge.config import ModelConfig  # noqa: E402
+from methods.dibjudge.model import EMAVectorQuantizer, Judge  # noqa: E402
 
 
 def timeit(fn, repeats):

@@ -41,7 +41,8 @@ def main(argv=None):
     import torch
 
     from methods.core.models import load_model
-    from methods.efficient_dlm.run import EvalConfig, _load_eval, decode_all
+    from methods.efficient_dlm.config import EvalConfig
+    from methods.efficient_dlm.run import _load_eval, decode_all
 
     torch.set_num_threads(a.threads)
     root = Path(a.root)

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
         cfg = StepTimeConfig(model=ModelConfig(d_model=d, n_layers=a.layers, n_heads=max(1, d // 16), d_ff=d_ff,
                                                max_seq_len=a.seq_len),
                              schemes=a.schemes, batch_size=a.batch_size, seq_len=a.seq_len,
-                             vocab_size=a.vocab_size, warmup=a.warmup, rounds=a.rounds)
+                             vocab_size=a.vocab_size, warmup=a.warmup, rounds=a.rounds, seed=0)
         r = time_schemes(cfg, a.device)
         r["d_model"], r["d_ff"] = d, d_ff
         results.append(r)

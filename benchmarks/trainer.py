@@ -407,7 +407,11 @@ def max_param_diff(a, b) -> float:
 
 
 # ------------------------------------------------------------------------ main ----
-def main(argv=None) -> dict:
+SUFFIXES = ("", "_median_step", "_cpu")  # timing of a rate: wall of the S steps, median step, process CPU
+CLOCK_OF = {"": "wall", "_median_step": "wall", "_cpu": "cpu"}  # the clock each timing reads
+
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=None, help="timed steps S (tiny: 100, small: 20)")
@@ -431,7 +435,186 @@ def main(argv=None) -> dict:
                         "the ratio should be 1 -- what it is not is the harness's own bias and noise")
     p.add_argument("--skip-peak", action="store_true", help="skip the matmul peak measurements")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "trainer.json"))
-    args = p.parse_args(argv)
+    return p
+
+
+def describe_model(args, su: Setup, fl: dict, flops_step: float) -> int:
+    """Print the model, batch, FLOP and run settings; return the parameter count."""
+    import torch
+
+    from methods.core.models import build_model
+
+    n_params = sum(p.numel() for p in build_model(su.mcfg, su.tok, 0).parameters())
+    print(f"model {args.model_size}: d={su.mcfg.d_model} L={su.mcfg.n_layers} H={su.mcfg.n_heads} "
+          f"d_ff={su.mcfg.d_ff} V={su.vocab} params={n_params:,} N_matmul={fl['N_matmul']:,}; "
+          f"B={su.B} T={su.T}; {fl['flops_per_token'] / 1e6:.3f} MFLOP/token, {flops_step / 1e9:.3f} GFLOP/step; "
+          f"threads={torch.get_num_threads()}; W={su.W} S={su.S} R={args.repeats}; interleave={args.interleave}"
+          + ("; A/A CONTROL: both columns are our trainer" if args.aa_control else ""), flush=True)
+    return n_params
+
+
+def measure_peak(su: Setup) -> tuple[dict, dict]:
+    """The square-matmul peak (its first measurement kept; re-measured after each repeat) and the
+    matmul rates at the model's own shapes, printed."""
+    peak = square_peak()
+    peak["first"], peak["remeasured"] = {c: peak[c] for c in CLOCKS}, []
+    shapes = model_shape_matmuls(su.mcfg, su.vocab, su.B, su.T)
+    for c in CLOCKS:
+        print(f"matmul peak ({c} clock, fp32, best of 8): "
+              + ", ".join(f"n={n}: {g[c]:.1f}" for n, g in peak["by_size"].items())
+              + f" GFLOP/s; at the model's shapes (matmul-only step): {shapes[c]:.1f} GFLOP/s", flush=True)
+    return peak, shapes
+
+
+def add_rates(res: dict, su: Setup, flops_step: float) -> None:
+    """tokens/s and achieved GFLOP/s of one run, per timing (wall, median step, process CPU)."""
+    res["median_step_seconds"] = statistics.median(res["step_seconds"])
+    for suffix, sec in (("", res["seconds"] / su.S), ("_median_step", res["median_step_seconds"]),
+                        ("_cpu", res["cpu_seconds"] / su.S)):
+        res["tokens_per_s" + suffix] = su.B * su.T / sec
+        res["gflops" + suffix] = flops_step / sec / 1e9
+
+
+def run_repeats(args, su: Setup, flops_step: float, peak: dict | None) -> dict:
+    """R repeats of the pair, printed as they finish: {"ours": [run], "hf": [run]}. After each
+    repeat the two final models are compared, then dropped; with `peak` the matmul peak is measured
+    again and the best of all kept (on a shared machine the quietest moment is the peak)."""
+    runs = {"ours": [], "hf": []}
+    for r in range(args.repeats):
+        pair = run_pair(su, args.hf_labels, args.interleave, args.aa_control)
+        for side in ("ours", "hf"):
+            res = pair[side]
+            add_rates(res, su, flops_step)
+            runs[side].append(res)
+            print(f"  repeat {r} {side:4s}: {res['tokens_per_s']:9,.0f} tok/s (median step "
+                  f"{res['tokens_per_s_median_step']:6,.0f}, per CPU-s {res['tokens_per_s_cpu']:6,.0f})  "
+                  f"{res['seconds'] / su.S * 1e3:6.2f} ms/step  "
+                  f"loss(last step) {res['final_train_loss']:.6f}  eval {res['eval_loss']:.6f}", flush=True)
+        runs["ours"][-1]["param_diff_vs_hf"] = max_param_diff(runs["ours"][-1]["_model"], runs["hf"][-1]["_model"])
+        for side in runs:
+            runs[side][-1].pop("_model")
+        if peak:
+            again = square_peak()
+            peak["remeasured"].append(again)
+            for c in CLOCKS:
+                peak[c] = max(peak[c], again[c])
+    return runs
+
+
+def add_mfu(runs: dict, peak: dict | None) -> None:
+    """MFU of every run per timing: achieved GFLOP/s over the peak on the same clock (None without a peak)."""
+    for side in runs:
+        for res in runs[side]:
+            for suffix, c in CLOCK_OF.items():
+                res["mfu" + suffix] = res["gflops" + suffix] / peak[c] if peak else None
+
+
+def summarise(runs: dict, su: Setup, shapes: dict | None) -> dict:
+    """Per side: medians over the repeats, ms/step, the fraction of the shape ceiling, and every
+    repeat's tokens/s."""
+    metric_keys = [m + suffix for suffix in SUFFIXES for m in ("tokens_per_s", "gflops", "mfu")]
+    keys = metric_keys + ["seconds", "median_step_seconds", "cpu_seconds", "final_train_loss", "eval_loss"]
+    summary = {}
+    for side in runs:
+        s = summary[side] = {k: (statistics.median(x[k] for x in runs[side]) if runs[side][0][k] is not None
+                                 else None) for k in keys}
+        s["ms_per_step"] = s["seconds"] / su.S * 1e3
+        s["ms_per_step_median_step"] = s["median_step_seconds"] * 1e3
+        if shapes:
+            for suffix in SUFFIXES:
+                s["frac_of_shape_attainable" + suffix] = s["gflops" + suffix] / shapes[CLOCK_OF[suffix]]
+        for suffix in SUFFIXES:
+            s[f"tokens_per_s{suffix}_all"] = [x["tokens_per_s" + suffix] for x in runs[side]]
+    return summary
+
+
+def speed_ratios(pairs: list, summary: dict) -> dict:
+    """ours/HF tokens/s per timing: the median over pairs of the per-pair ratio (the two runs of a
+    pair saw nearly the same machine load), the ratios themselves, and the ratio of the medians."""
+    ratio = {}
+    for key in ("tokens_per_s", "tokens_per_s_median_step", "tokens_per_s_cpu"):
+        pr = [o[key] / h[key] for o, h in pairs]
+        ratio[key] = {"median_of_pair_ratios": statistics.median(pr), "pair_ratios": pr,
+                      "ratio_of_medians": summary["ours"][key] / summary["hf"][key]}
+    return ratio
+
+
+def correctness(pairs: list, runs: dict) -> dict:
+    """Per pair: |Δ loss| of the last step and of the final weights on held-out batches, the largest
+    |Δ parameter|; and whether every repeat of a side ended on the bitwise-same loss."""
+    return {"final_train_loss_abs_diff": [abs(o["final_train_loss"] - h["final_train_loss"]) for o, h in pairs],
+            "eval_loss_abs_diff": [abs(o["eval_loss"] - h["eval_loss"]) for o, h in pairs],
+            "max_param_abs_diff": [o["param_diff_vs_hf"] for o, _ in pairs],
+            "ours_repeats_identical": len({x["final_train_loss"] for x in runs["ours"]}) == 1,
+            "hf_repeats_identical": len({x["final_train_loss"] for x in runs["hf"]}) == 1}
+
+
+def _table_line(summary: dict, runs: dict, pairs: list, label: str, key: str, fmt: str,
+                show_ratio: bool = True) -> None:
+    """One row: ours, HF and (for a per-run metric) the median over pairs of ours/HF."""
+    o, h = summary["ours"][key], summary["hf"][key]
+    rr = ""
+    if show_ratio and o is not None:
+        r_ = statistics.median(a[key] / b[key] for a, b in pairs) if key in runs["ours"][0] else o / h
+        rr = f"{r_:9.3f}"
+    cells = [fmt.format(v) if v is not None else "-" for v in (o, h)]
+    print(f"{label:30s}{cells[0]:>13s}{cells[1]:>13s}{rr}")
+
+
+def print_table(args, runs: dict, summary: dict, pairs: list, peak: dict | None, shapes: dict | None) -> None:
+    """The table: medians over the R repeats; ratio column = median over pairs of ours/HF."""
+    print(f"\nmedians over {args.repeats} interleaved repeats. wall = S·B·T / wall time of the S steps; "
+          f"med.step = B·T / median wall step time; cpu = S·B·T / process CPU time of the S steps "
+          f"(tokens per CPU-second: at --threads 1, what an unshared core would do)")
+    print(f"{'':30s}{'ours':>13s}{'HF Trainer':>13s}{'ours/HF':>9s}")
+
+    def line(*a, **kw):
+        _table_line(summary, runs, pairs, *a, **kw)
+
+    for suffix, tag in zip(SUFFIXES, ("wall", "med.step", "cpu")):
+        line(f"tokens/s ({tag})", "tokens_per_s" + suffix, "{:,.0f}")
+        line(f"achieved GFLOP/s ({tag})", "gflops" + suffix, "{:.2f}")
+        if peak:
+            c = CLOCK_OF[suffix]
+            line(f"MFU vs {peak[c]:.0f} GFLOP/s ({tag})", "mfu" + suffix, "{:.1%}")
+            line(f"  of shape ceiling {shapes[c]:.0f} GFLOP/s", "frac_of_shape_attainable" + suffix, "{:.1%}",
+                 show_ratio=False)
+    line("ms/step (wall)", "ms_per_step", "{:.2f}", show_ratio=False)
+    line("loss, last step", "final_train_loss", "{:.6f}", show_ratio=False)
+    line("eval loss, final weights", "eval_loss", "{:.6f}", show_ratio=False)
+
+
+def print_verdicts(summary: dict, ratio: dict, check: dict, peak: dict | None, shapes: dict | None) -> None:
+    """The speed ratios, the correctness checks and the per-shape matmul rates."""
+    for key, tag in (("tokens_per_s", "wall"), ("tokens_per_s_median_step", "med.step"), ("tokens_per_s_cpu", "cpu")):
+        print(f"speed ratio ours/HF ({tag}): median of pairs {ratio[key]['median_of_pair_ratios']:.3f} "
+              f"(pairs: {', '.join(f'{x:.3f}' for x in ratio[key]['pair_ratios'])}; "
+              f"ratio of medians {ratio[key]['ratio_of_medians']:.3f})")
+    if peak and any((summary[side][k] or 0) > 1 for side in summary for k in ("mfu", "mfu_median_step")):
+        print("note: wall-clock MFU > 100%: the wall-clock peak was measured under heavier load from other "
+              "jobs than the training saw; read the cpu rows")
+    print(f"|loss diff| last step: {max(check['final_train_loss_abs_diff']):.2e}, "
+          f"eval: {max(check['eval_loss_abs_diff']):.2e}, "
+          f"max |param diff|: {max(check['max_param_abs_diff']):.2e}; runs bitwise repeatable: "
+          f"ours {check['ours_repeats_identical']}, HF {check['hf_repeats_identical']}")
+    if shapes:
+        print("\nmatmuls at the model's shapes (fp32, best of 10 trials), GFLOP/s on the wall / CPU clock:")
+        for row in shapes["rows"]:
+            print(f"  {row['layer']:12s} {row['op']:26s} {row['shape']:24s} ×{row['count']:<3d} "
+                  f"{row['gflops_wall']:6.1f} / {row['gflops_cpu']:6.1f}")
+
+
+def cpu_name() -> str:
+    """The CPU model from /proc/cpuinfo where there is one, else what `platform` says."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def main(argv=None) -> dict:
+    args = build_parser().parse_args(argv)
 
     import torch
     import transformers
@@ -444,128 +627,20 @@ def main(argv=None) -> dict:
     su = Setup(args)
     fl = flops_per_token(su.mcfg, su.vocab, su.T)
     flops_step = fl["flops_per_token"] * su.B * su.T
-    from methods.core.models import build_model
+    n_params = describe_model(args, su, fl, flops_step)
+    peak, shapes = (None, None) if args.skip_peak else measure_peak(su)
 
-    n_params = sum(p.numel() for p in build_model(su.mcfg, su.tok, 0).parameters())
-    print(f"model {args.model_size}: d={su.mcfg.d_model} L={su.mcfg.n_layers} H={su.mcfg.n_heads} "
-          f"d_ff={su.mcfg.d_ff} V={su.vocab} params={n_params:,} N_matmul={fl['N_matmul']:,}; "
-          f"B={su.B} T={su.T}; {fl['flops_per_token'] / 1e6:.3f} MFLOP/token, {flops_step / 1e9:.3f} GFLOP/step; "
-          f"threads={torch.get_num_threads()}; W={su.W} S={su.S} R={args.repeats}; interleave={args.interleave}"
-          + ("; A/A CONTROL: both columns are our trainer" if args.aa_control else ""), flush=True)
-
-    peak = shapes = None
-    if not args.skip_peak:
-        peak = square_peak()
-        peak["first"], peak["remeasured"] = {c: peak[c] for c in CLOCKS}, []
-        shapes = model_shape_matmuls(su.mcfg, su.vocab, su.B, su.T)
-        for c in CLOCKS:
-            print(f"matmul peak ({c} clock, fp32, best of 8): "
-                  + ", ".join(f"n={n}: {g[c]:.1f}" for n, g in peak["by_size"].items())
-                  + f" GFLOP/s; at the model's shapes (matmul-only step): {shapes[c]:.1f} GFLOP/s", flush=True)
-    clock_of = {"": "wall", "_median_step": "wall", "_cpu": "cpu"}
-
-    runs = {"ours": [], "hf": []}
-    for r in range(args.repeats):
-        pair = run_pair(su, args.hf_labels, args.interleave, args.aa_control)
-        for side in ("ours", "hf"):
-            res = pair[side]
-            res["median_step_seconds"] = statistics.median(res["step_seconds"])
-            for suffix, sec in (("", res["seconds"] / su.S), ("_median_step", res["median_step_seconds"]),
-                                ("_cpu", res["cpu_seconds"] / su.S)):
-                res["tokens_per_s" + suffix] = su.B * su.T / sec
-                res["gflops" + suffix] = flops_step / sec / 1e9
-            runs[side].append(res)
-            print(f"  repeat {r} {side:4s}: {res['tokens_per_s']:9,.0f} tok/s (median step "
-                  f"{res['tokens_per_s_median_step']:6,.0f}, per CPU-s {res['tokens_per_s_cpu']:6,.0f})  "
-                  f"{res['seconds'] / su.S * 1e3:6.2f} ms/step  "
-                  f"loss(last step) {res['final_train_loss']:.6f}  eval {res['eval_loss']:.6f}", flush=True)
-        runs["ours"][-1]["param_diff_vs_hf"] = max_param_diff(runs["ours"][-1]["_model"], runs["hf"][-1]["_model"])
-        for side in runs:
-            runs[side][-1].pop("_model")
-        if peak:
-            # the peak again after each repeat: on a shared machine the best moment is the peak
-            again = square_peak()
-            peak["remeasured"].append(again)
-            for c in CLOCKS:
-                peak[c] = max(peak[c], again[c])
+    runs = run_repeats(args, su, flops_step, peak)
     if peak:
         print("matmul peak, best of all measurements: "
               + ", ".join(f"{c} clock {peak[c]:.1f} GFLOP/s" for c in CLOCKS))
-    for side in runs:
-        for res in runs[side]:
-            for suffix, c in clock_of.items():
-                res["mfu" + suffix] = res["gflops" + suffix] / peak[c] if peak else None
-
-    metric_keys = [m + suffix for suffix in ("", "_median_step", "_cpu") for m in ("tokens_per_s", "gflops", "mfu")]
-    keys = metric_keys + ["seconds", "median_step_seconds", "cpu_seconds", "final_train_loss", "eval_loss"]
-    summary = {}
-    for side in runs:
-        summary[side] = {k: (statistics.median(x[k] for x in runs[side]) if runs[side][0][k] is not None else None)
-                         for k in keys}
-        summary[side]["ms_per_step"] = summary[side]["seconds"] / su.S * 1e3
-        summary[side]["ms_per_step_median_step"] = summary[side]["median_step_seconds"] * 1e3
-        if shapes:
-            for suffix in ("", "_median_step", "_cpu"):
-                summary[side]["frac_of_shape_attainable" + suffix] = (
-                    summary[side]["gflops" + suffix] / shapes[clock_of[suffix]])
-        summary[side]["tokens_per_s_all"] = [x["tokens_per_s"] for x in runs[side]]
-        summary[side]["tokens_per_s_median_step_all"] = [x["tokens_per_s_median_step"] for x in runs[side]]
-        summary[side]["tokens_per_s_cpu_all"] = [x["tokens_per_s_cpu"] for x in runs[side]]
-    # ours/HF per interleaved pair (the two runs of a pair saw nearly the same machine load)
-    pairs = list(zip(runs["ours"], runs["hf"]))
-    ratio = {}
-    for key in ("tokens_per_s", "tokens_per_s_median_step", "tokens_per_s_cpu"):
-        pr = [o[key] / h[key] for o, h in pairs]
-        ratio[key] = {"median_of_pair_ratios": statistics.median(pr), "pair_ratios": pr,
-                      "ratio_of_medians": summary["ours"][key] / summary["hf"][key]}
-    loss_diffs = [abs(o["final_train_loss"] - h["final_train_loss"]) for o, h in pairs]
-    eval_diffs = [abs(o["eval_loss"] - h["eval_loss"]) for o, h in pairs]
-    check = {"final_train_loss_abs_diff": loss_diffs, "eval_loss_abs_diff": eval_diffs,
-             "max_param_abs_diff": [o["param_diff_vs_hf"] for o, _ in pairs],
-             "ours_repeats_identical": len({x["final_train_loss"] for x in runs["ours"]}) == 1,
-             "hf_repeats_identical": len({x["final_train_loss"] for x in runs["hf"]}) == 1}
-
-    # ---- table: medians over the R repeats; ratio column = median over pairs of ours/HF
-    print(f"\nmedians over {args.repeats} interleaved repeats. wall = S·B·T / wall time of the S steps; "
-          f"med.step = B·T / median wall step time; cpu = S·B·T / process CPU time of the S steps "
-          f"(tokens per CPU-second: at --threads 1, what an unshared core would do)")
-    print(f"{'':30s}{'ours':>13s}{'HF Trainer':>13s}{'ours/HF':>9s}")
-
-    def line(label, key, fmt, show_ratio=True):
-        o, h = summary["ours"][key], summary["hf"][key]
-        rr = ""
-        if show_ratio and o is not None:
-            r_ = statistics.median(a[key] / b[key] for a, b in pairs) if key in runs["ours"][0] else o / h
-            rr = f"{r_:9.3f}"
-        cells = [fmt.format(v) if v is not None else "-" for v in (o, h)]
-        print(f"{label:30s}{cells[0]:>13s}{cells[1]:>13s}{rr}")
-
-    for suffix, tag in (("", "wall"), ("_median_step", "med.step"), ("_cpu", "cpu")):
-        line(f"tokens/s ({tag})", "tokens_per_s" + suffix, "{:,.0f}")
-        line(f"achieved GFLOP/s ({tag})", "gflops" + suffix, "{:.2f}")
-        if peak:
-            c = clock_of[suffix]
-            line(f"MFU vs {peak[c]:.0f} GFLOP/s ({tag})", "mfu" + suffix, "{:.1%}")
-            line(f"  of shape ceiling {shapes[c]:.0f} GFLOP/s", "frac_of_shape_attainable" + suffix, "{:.1%}",
-                 show_ratio=False)
-    line("ms/step (wall)", "ms_per_step", "{:.2f}", show_ratio=False)
-    line("loss, last step", "final_train_loss", "{:.6f}", show_ratio=False)
-    line("eval loss, final weights", "eval_loss", "{:.6f}", show_ratio=False)
-    for key, tag in (("tokens_per_s", "wall"), ("tokens_per_s_median_step", "med.step"), ("tokens_per_s_cpu", "cpu")):
-        print(f"speed ratio ours/HF ({tag}): median of pairs {ratio[key]['median_of_pair_ratios']:.3f} "
-              f"(pairs: {', '.join(f'{x:.3f}' for x in ratio[key]['pair_ratios'])}; "
-              f"ratio of medians {ratio[key]['ratio_of_medians']:.3f})")
-    if peak and any((summary[side][k] or 0) > 1 for side in summary for k in ("mfu", "mfu_median_step")):
-        print("note: wall-clock MFU > 100%: the wall-clock peak was measured under heavier load from other "
-              "jobs than the training saw; read the cpu rows")
-    print(f"|loss diff| last step: {max(loss_diffs):.2e}, eval: {max(eval_diffs):.2e}, "
-          f"max |param diff|: {max(check['max_param_abs_diff']):.2e}; runs bitwise repeatable: "
-          f"ours {check['ours_repeats_identical']}, HF {check['hf_repeats_identical']}")
-    if shapes:
-        print("\nmatmuls at the model's shapes (fp32, best of 10 trials), GFLOP/s on the wall / CPU clock:")
-        for row in shapes["rows"]:
-            print(f"  {row['layer']:12s} {row['op']:26s} {row['shape']:24s} ×{row['count']:<3d} "
-                  f"{row['gflops_wall']:6.1f} / {row['gflops_cpu']:6.1f}")
+    add_mfu(runs, peak)
+    summary = summarise(runs, su, shapes)
+    pairs = list(zip(runs["ours"], runs["hf"]))  # the two runs of an interleaved repeat
+    ratio = speed_ratios(pairs, summary)
+    check = correctness(pairs, runs)
+    print_table(args, runs, summary, pairs, peak, shapes)
+    print_verdicts(summary, ratio, check, peak, shapes)
 
     result = {
         "config": {"model_size": args.model_size, "model": asdict(su.mcfg), "train": asdict(su.tcfg),
@@ -577,20 +652,16 @@ def main(argv=None) -> dict:
                   "formula": "F_tok = 6*N + 12*L*T*d, N = L*(2*d*d + 2*d*d_kv + 3*d*d_ff) + V*d"},
         "peak": {"square": peak, "model_shapes": shapes},
         "runs": runs, "summary": summary, "ratio_ours_over_hf": ratio, "correctness": check,
-        "machine": {"cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+        "machine": {"cpu": cpu_name(), "cpu_count": os.cpu_count(),
                     "torch": torch.__version__, "transformers": transformers.__version__,
                     "python": platform.python_version(), "loadavg_before": load_before,
                     "loadavg_after": os.getloadavg()},
         "wall_seconds": time.perf_counter() - t_start,
     }
-    try:
-        with open("/proc/cpuinfo") as f:
-            result["machine"]["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    from methods.core.results import write_text
+
+    write_text(out, json.dumps(result, indent=2) + "\n")  # atomic: a crash leaves no half-written file
     print(f"\nwrote {out} ({result['wall_seconds']:.0f} s)")
     return result
 

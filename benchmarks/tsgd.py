@@ -38,9 +38,9 @@ def main() -> None:
     t0 = time.perf_counter()
     fast = [equivalent(x, y) for x, y in pairs]
     t_fast = time.perf_counter() - t0
-    from methods.tsgd.answer import normalise
-
     import sympy
+
+    from methods.tsgd.answer import normalise
     t0 = time.perf_counter()
     slow = [sympy.simplify(normalise(x) - normalise(y)) == 0 for x, y in pairs]
     t_slow = time.perf_counter() - t0

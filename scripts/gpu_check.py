@@ -145,8 +145,7 @@ def check_kernels() -> dict:
     import torch
 
     os.environ.pop("TRITON_INTERPRET", None)
-    from kernels import quant as Q
-    from kernels import rabitq as R
+    from kernels import quant as Q, rabitq as R
 
     dev = torch.device("cuda")
     torch.manual_seed(0)

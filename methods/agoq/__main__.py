@@ -33,8 +33,9 @@ def _train(a):
 
 
 def _probe(a):
+    from methods.agoq.config import Variant
+
     from .probe import ProbeConfig, run_probe
-    from .run import Variant
 
     cli.set_threads(a.threads)
     cfg = json.loads(a.config)

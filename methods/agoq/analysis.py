@@ -1,29 +1,10 @@
 """Table, claim metrics (A1–A6) and the figure of the AGoQ study. Imports no torch."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from methods.agoq.config import AnalysisConfig
 from methods.core.results import InputError
 
 from .pipeline import table as pp_table
-
-
-@dataclass
-class AnalysisConfig:
-    baseline: str = "fp"
-    laaq: str = "laaq"
-    uni4: str = "uni4"
-    uni2: str = "uni2"
-    laaq_stage: str = "laaq_stage"
-    agoq: str = "qgrad8"
-    pp_stages: list[int] = None
-    claim_stages: int = 4
-    scale_overhead_bits: float = 0.25   # bf16 scale + zero per group of 128
-
-    def __post_init__(self):
-        self.pp_stages = self.pp_stages or [2, 4, 8]
-        if self.claim_stages not in self.pp_stages:
-            raise InputError(f"config key 'analysis.claim_stages' ({self.claim_stages}) must be in pp_stages")
 
 
 def _get(d: dict, key: str, what: str):

@@ -4,30 +4,11 @@ hub corpus (streamed) and `tokenizer` a hub tokenizer id."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
+from methods.agoq.config import DataConfig
 from methods.core.data import arithmetic_line, iter_texts, pcfg_sentence
 from methods.core.results import InputError, atomic_path
-
-
-@dataclass
-class DataConfig:
-    source: str = "generated"
-    text_field: str = "text"
-    tokenizer: str = "char"
-    train_chars: int = 400_000
-    val_chars: int = 20_000
-    arith_fraction: float = 0.5   # probability that a line is arithmetic
-    max_operand: int = 100
-    seed: int = 0
-
-    def __post_init__(self):
-        if not 0 <= self.arith_fraction <= 1:
-            raise InputError(f"config key 'data.arith_fraction' must be in [0, 1], got {self.arith_fraction}")
-        for k in ("train_chars", "val_chars", "max_operand"):
-            if getattr(self, k) < 1:
-                raise InputError(f"config key 'data.{k}' must be positive, got {getattr(self, k)}")
 
 
 def _text(rng: random.Random, n: int, cfg: DataConfig) -> str:

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from methods.agoq.config import TAGS
+
 from .quant import Packed, group_dequant, group_quant
 
-TAGS = ("norm", "attn_in", "attn_core", "o_in", "mlp_in", "mlp_inner", "down_in", "head", "other")
 KEEP = 16  # "bits" meaning: not quantized
 
 

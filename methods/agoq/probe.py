@@ -8,28 +8,9 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from methods.core.results import InputError
-
-from .run import Variant
-
-
-@dataclass
-class ProbeConfig:
-    workers: list[int] = field(default_factory=lambda: [4, 8])
-    micro_batch: int = 4
-    n_batches: int = 3
-    seq_len: int = 64
-    group_size: int = 128
-    grad_block: int = 128
-    n_stages: int = 2
-    seed: int = 1
-
-    def __post_init__(self):
-        if not self.workers or min(self.workers) < 2:
-            raise InputError(f"config key 'probe.workers' must list worker counts ≥ 2, got {self.workers}")
+from methods.agoq.config import ProbeConfig, Variant
 
 
 def _grad(model, params, ids, labels, quantizer=None):
@@ -82,7 +63,7 @@ def run_probe(cfg: ProbeConfig, model_dir, shards_dir, variants: list[Variant]) 
     ref = _grad(model, params, batch["input_ids"], batch["labels"])
     policies = {}
     for v in variants:
-        q = SavedActivationQuantizer(model, BitPolicy(v.bits, v.stage_overrides), cfg.n_stages, cfg.group_size)
+        q = SavedActivationQuantizer(model, BitPolicy(*v.policy()), cfg.n_stages, cfg.group_size)
         g = _grad(model, params, batch["input_ids"], batch["labels"], q)
         policies[v.name] = {**q.summary(), "grad_rel_err": rel_l2(g, ref)}
         q.remove()

@@ -17,56 +17,17 @@ import os
 import socket
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from methods.core.models import ModelConfig
+from methods.agoq.config import RunSection, Variant
 from methods.core.results import InputError, provenance
-from methods.core.train import TrainConfig
-
-from .laaq import KEEP, TAGS
 
 
 @dataclass
-class Variant:
-    name: str
-    bits: dict[str, int]                  # LAAQ bits per tag (16 = keep)
-    stage_overrides: list[dict] = field(default_factory=list)  # [{stage, tag, bits}]
-    allreduce: str = "fp32"               # fp32 | quangrad
-
-    def __post_init__(self):
-        if set(self.bits) != set(TAGS):
-            raise InputError(f"config key 'variant.bits' of {self.name}: needs exactly the tags {list(TAGS)}")
-        for t, b in self.bits.items():
-            if b not in (2, 4, 8, KEEP):
-                raise InputError(f"config key 'variant.bits.{t}' of {self.name}: bits must be 2, 4, 8 or 16, got {b}")
-        if self.allreduce not in ("fp32", "quangrad"):
-            raise InputError(f"config key 'variant.allreduce': {self.allreduce!r} is not fp32 or quangrad")
-
-
-@dataclass
-class RunConfig:
-    model: ModelConfig
-    train: TrainConfig
+class RunConfig(RunSection):
+    """The `run` section plus the variant being trained (the workflow merges it in)."""
     variant: Variant
-    seq_len: int = 64
-    world_size: int = 2            # ranks, one GPU each on CUDA
-    hub_id: str | None = None      # paper scale: the model's shape from a hub config (fresh init)
-    eval_batches: int = 8
-    n_stages: int = 2              # virtual pipeline stages (tiny: layers 0–1 | 2–3)
-    group_size: int = 128          # LAAQ group G
-    grad_block: int = 128          # QuanGrad block
-    stochastic: bool = False
-    grad_error_every: int = 10     # log the all-reduce error against the exact fp32 mean
-    loss_window: int = 30          # final train loss = mean of the last `loss_window` steps
-    seed: int = 0
-
-    def __post_init__(self):
-        if self.world_size < 1 or self.train.batch_size % self.world_size:
-            raise InputError(f"config key 'train.batch_size' ({self.train.batch_size}) must be a multiple "
-                             f"of 'world_size' ({self.world_size})")
-        if not 1 <= self.loss_window <= self.train.steps:
-            raise InputError(f"config key 'loss_window' must be in [1, train.steps], got {self.loss_window}")
 
 
 def free_port() -> int:
@@ -133,7 +94,7 @@ def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, sha
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(model, cfg.train)
     v = cfg.variant
-    laaq = SavedActivationQuantizer(model, BitPolicy(v.bits, v.stage_overrides), cfg.n_stages,
+    laaq = SavedActivationQuantizer(model, BitPolicy(*v.policy()), cfg.n_stages,
                                     cfg.group_size, cfg.stochastic, seed=cfg.seed * 1000 + rank)
     coll = Collective(v.allreduce, cfg.grad_block)
     val = [{k: t.to(dev) for k, t in b.items()}
@@ -240,13 +201,12 @@ def train_variant(cfg: RunConfig, data_dir: str | Path, shards_dir: str | Path, 
     in a process forked after that; rank r takes GPU r."""
     import torch
     import torch.multiprocessing as mp
-
-    from methods.core.runtime import current
-
     import transformers.models.llama.modeling_llama  # noqa: F401  (inherited by the forked ranks)
 
-    from . import data, laaq, quangrad  # noqa: F401
     from methods.core import models, shards, tokenizer, train  # noqa: F401
+    from methods.core.runtime import current
+
+    from . import data, laaq, quangrad  # noqa: F401
 
     data.check_inputs(data_dir, shards_dir)  # one line here, not a traceback from every rank
     cuda = current().is_cuda

@@ -18,13 +18,15 @@ from methods.core.results import InputError, read_jsonl, write_metrics, write_te
 
 
 def _data(a):
-    from .data import DataConfig, build
+    from .config import DataConfig
+    from .data import build
 
     print(f"data: {build(from_json(DataConfig, a.config, 'data'), a.out)}", file=sys.stderr)
 
 
 def _train(a):
-    from .train import TrainRunConfig, train_tiny
+    from .config import TrainRunConfig
+    from .train import train_tiny
 
     cli.set_threads(a.threads)
     cfg = from_json(TrainRunConfig, a.config, "train")
@@ -32,7 +34,8 @@ def _train(a):
 
 
 def _decode(a):
-    from .decode import DecodeConfig, decode_policy
+    from .config import DecodeConfig
+    from .decode import decode_policy
 
     cli.set_threads(a.threads)
     cfg = from_json(DecodeConfig, a.config, "decode")
@@ -40,7 +43,8 @@ def _decode(a):
 
 
 def _report(a):
-    from .analysis import AnalysisConfig, claim_metrics, figure, table
+    from .analysis import claim_metrics, figure, table
+    from .config import AnalysisConfig
 
     cfg = from_json(AnalysisConfig, a.config, "analysis")
     t0 = time.perf_counter()

@@ -1,18 +1,9 @@
 """Table, claim metrics and figure of the ASAG study (arXiv 2606.15070)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from statistics import mean
 
-
-@dataclass
-class AnalysisConfig:
-    vanilla: str = "vanilla"
-    nothink: str = "nothink"
-    deer: str = "deer"
-    asag: str = "asag"
-    nogate: str = "asag_nogate"
-    prestudy_threshold: float = -0.1
+from .config import AnalysisConfig
 
 
 def table(runs: dict[str, list[dict]]) -> list[dict]:

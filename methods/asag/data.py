@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from methods.core.results import InputError, atomic_path
+
+from .config import DataConfig
 
 SPECIALS = ["<pad>", "<eos>", "Q:", "?", "<think>", "</think>", "Wait", "check", "So", "<jump>",
             "\\boxed{", "}", "+", "*", "=", "."]
@@ -48,29 +50,6 @@ class Vocab:
 
 def num(n: int) -> str:
     return " ".join(str(n))
-
-
-@dataclass
-class DataConfig:
-    n_train: int = 20000
-    n_test: int = 300
-    p_mul: float = 0.3
-    max_operand: int = 99         # operands in [1, max_operand] ("*": b in [2, 9])
-    max_rechecks: int = 4
-    p_late_slip: float = 0.15
-    p_first_slip: float = 0.2
-    p_loop: float = 0.1
-    max_len: int = 160
-    seed: int = 0
-
-    def __post_init__(self):
-        for k in ("p_mul", "p_late_slip", "p_first_slip", "p_loop"):
-            if not 0 <= getattr(self, k) <= 1:
-                raise InputError(f"config key 'data.{k}' must be in [0, 1], got {getattr(self, k)}")
-        if not 9 <= self.max_operand <= 99:
-            raise InputError(f"config key 'data.max_operand' must be in [9, 99], got {self.max_operand}")
-        if self.n_test < 1 or self.n_train < 1:
-            raise InputError("config keys 'data.n_train' and 'data.n_test' must be positive")
 
 
 def problem(rng: random.Random, p_mul: float, max_operand: int = 99) -> dict:

@@ -11,38 +11,21 @@ holds the pre-study's measurements (its probes never change its trace).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from methods.core.results import InputError
-
+from .config import DecodeConfig, Policy
 from .data import Vocab
-from .signals import (CONTINUE, EXIT, INJECT, JUMP, Policy, answer_confidence, asag_decide,
-                      attention_state, deer_stop, inject_probs)
-
-
-@dataclass
-class DecodeConfig:
-    budget: int = 200             # generated tokens (thought + answer)
-    probe_max: int = 6
-    window_cap: int = 64          # entropy window: tokens since the previous ATP, at most this many
-    n_last_layers: int = 4
-    inject_weight: float = 0.05
-    n_problems: int = 0           # 0 = all test problems
-    policies: list[Policy] = field(default_factory=list)
-
-    def __post_init__(self):
-        if self.budget < 8 or self.probe_max < 1 or self.window_cap < 1:
-            raise InputError("config keys 'decode.budget' (≥ 8), 'probe_max', 'window_cap' (≥ 1) out of range")
-        for p in self.policies:
-            if p.kind not in ("vanilla", "nothink", "deer", "asag"):
-                raise InputError(f"config key 'decode.policies.kind': unknown policy kind {p.kind!r}")
-
-    def policy(self, name: str) -> Policy:
-        for p in self.policies:
-            if p.name == name:
-                return p
-        raise InputError(f"unknown policy {name!r} (config: {[p.name for p in self.policies]})")
+from .signals import (
+    CONTINUE,
+    EXIT,
+    INJECT,
+    JUMP,
+    answer_confidence,
+    asag_decide,
+    attention_state,
+    deer_stop,
+    inject_probs,
+)
 
 
 class Decoder:
@@ -179,6 +162,7 @@ def decode_policy(model_dir: str | Path, test_path: str | Path, cfg: DecodeConfi
     import torch
 
     from methods.core.results import write_jsonl
+
     from .train import load_tiny
 
     pol = cfg.policy(name)

@@ -8,7 +8,12 @@ H_{h,l} ∈ [0, 1]); the aggregate is H = Σ_h Σ_{l ∈ last 4 layers} H_{h,l} 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported lazily, inside the functions
+    import torch
+
+from .config import Policy
 
 EXIT, INJECT, JUMP, CONTINUE = "exit", "inject", "jump", "continue"
 
@@ -62,17 +67,6 @@ def answer_confidence(probs: list[float]) -> float:
 def deer_stop(conf: float, lam: float) -> bool:
     """DEER: stop at an ATP iff the trial answer's confidence exceeds λ."""
     return conf > lam
-
-
-@dataclass
-class Policy:
-    name: str
-    kind: str = "asag"          # vanilla | nothink | deer | asag
-    lam: float = 0.95
-    alpha: float = -0.1         # entropy-change threshold; a string "inf" is not JSON → use 1e9
-    max_jumps: int = 2
-    inject: bool = True
-    jump: bool = True
 
 
 def asag_decide(conf: float, H: float, H1: float | None, trap: bool, jumps: int, pol: Policy) -> tuple[str, float, int]:

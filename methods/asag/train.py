@@ -2,22 +2,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from methods.core.models import ModelConfig
 from methods.core.results import InputError, atomic_path
-from methods.core.train import TrainConfig
 
+from .config import TrainRunConfig
 from .data import Vocab
-
-
-@dataclass
-class TrainRunConfig:
-    model: ModelConfig = field(default_factory=lambda: ModelConfig(d_model=128, n_layers=4, n_heads=4, d_ff=344, max_seq_len=256))
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=300, batch_size=16, lr=3e-3))
-    seq_len: int = 160
-    hub_id: str | None = None     # paper scale: the LRM to wrap (nothing is trained)
 
 
 def encode_rows(rows, vocab: Vocab, seq_len: int):

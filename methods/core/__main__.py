@@ -1,4 +1,5 @@
-"""Shared DAG steps: `python -m methods.core <step> ...` (tokenizer training, token shards, claim verdicts).
+"""Shared DAG steps: `python -m methods.core <step> ...` (tokenizer training, token shards, claim verdicts,
+the scale files' JSON schema).
 The HTML report has its own entry point: `python -m methods.core.report`."""
 from __future__ import annotations
 
@@ -62,6 +63,21 @@ def _claims(a):
     print("claims: " + ", ".join(f"{r['id']} {r['verdict']}" for r in table["claims"]), file=sys.stderr)
 
 
+def _schema(a):
+    import json
+
+    from .config import scale_schema
+    from .registry import papers
+    from .results import atomic_path
+
+    text = json.dumps(scale_schema(papers(a.root), a.root), indent=1) + "\n"
+    if a.out is None:
+        sys.stdout.write(text)
+        return
+    with atomic_path(a.out) as tmp:
+        Path(tmp).write_text(text)
+
+
 def build_parser():
     p, sub = cli.subcommands("core", __doc__.splitlines()[0])
     s = sub.add_parser("tokenizer", help="train a tokenizer on text / JSONL files, save in HF format")
@@ -88,6 +104,11 @@ def build_parser():
     s.set_defaults(func=_claims)
     for k in ("claims", "metrics", "scale", "out"):
         s.add_argument(f"--{k}", required=True)
+    s = sub.add_parser("schema", help="print the JSON schema of a scale file, generated from the papers' "
+                                      "config dataclasses (methods/<paper>/config.py)")
+    s.set_defaults(func=_schema)
+    s.add_argument("--root", default=".", help="the repository root")
+    s.add_argument("--out", help="write to this file instead of standard output")
     return p
 
 

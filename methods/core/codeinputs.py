@@ -2,7 +2,7 @@
 
 Snakemake does not look at the modules a command imports, so every rule lists the source
 files of its step as inputs: editing one reruns that step and what depends on it. Hand-kept
-lists drift (a step starts sampling with `methods/model_pool/pool.py`, its rule never learns),
+lists drift (a step starts sampling with `methods/core/model_pool/pool.py`, its rule never learns),
 so `step_files` computes them with `ast` alone (nothing is imported or executed; no torch):
 
 - the step `python -m methods.<entry> <sub>` runs `methods/<entry>/__main__.py` (or

@@ -1,29 +1,132 @@
-"""Typed step configs: a dict from the workflow becomes a dataclass, or a one-line error
-that names the offending key."""
+"""Typed configs: each paper declares its scale-file section once, as dataclasses, and a dict
+from the workflow becomes that dataclass or a one-line error naming the offending key.
+
+The declaration is the validation: field types (int, float, str, bool, None, `Literal[...]`,
+lists, tuples, `dict[K, V]`, nested dataclasses, unions) and, through
+`typing.Annotated[T, Check(...)]`, the JSON-schema keywords a value must satisfy (minimum,
+exclusive bounds, list length, uniqueness, string pattern, mapping size). A field without a
+default is required; keys a dataclass does not declare are refused. Checks that relate several
+fields live in the dataclass's `__post_init__` and raise InputError naming the keys.
+`json_schema(cls)` writes the same rules as a draft 2020-12 JSON schema (for editors and
+documentation; `python -m methods.core schema`).
+"""
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import types
 import typing
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
 
 from .results import InputError
 
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class Check:
+    """Constraints on a value, named as in JSON schema (draft 2020-12)."""
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: float | None = None
+    exclusive_maximum: float | None = None
+    min_items: int | None = None
+    max_items: int | None = None
+    unique_items: bool = False
+    pattern: str | None = None           # a string (or a mapping key) must match, re.search
+    min_length: int | None = None
+    min_properties: int | None = None
+    not_in: tuple = ()                   # values refused (JSON schema `not: {enum: [...]}`)
+
+    def schema(self) -> dict:
+        names = {"minimum": "minimum", "maximum": "maximum", "exclusive_minimum": "exclusiveMinimum",
+                 "exclusive_maximum": "exclusiveMaximum", "min_items": "minItems", "max_items": "maxItems",
+                 "pattern": "pattern", "min_length": "minLength", "min_properties": "minProperties"}
+        out = {js: getattr(self, py) for py, js in names.items() if getattr(self, py) is not None}
+        if self.unique_items:
+            out["uniqueItems"] = True
+        if self.not_in:
+            out["not"] = {"enum": list(self.not_in)}
+        return out
+
+    def check(self, value: Any, where: str) -> None:
+        def fail(what):
+            raise InputError(f"config key '{where}': {value!r} {what}")
+
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if self.minimum is not None and value < self.minimum:
+                fail(f"is less than the minimum of {self.minimum}")
+            if self.maximum is not None and value > self.maximum:
+                fail(f"is greater than the maximum of {self.maximum}")
+            if self.exclusive_minimum is not None and value <= self.exclusive_minimum:
+                fail(f"must be greater than {self.exclusive_minimum}")
+            if self.exclusive_maximum is not None and value >= self.exclusive_maximum:
+                fail(f"must be less than {self.exclusive_maximum}")
+        if isinstance(value, (list, tuple)):
+            if self.min_items is not None and len(value) < self.min_items:
+                fail(f"has fewer than {self.min_items} items")
+            if self.max_items is not None and len(value) > self.max_items:
+                fail(f"has more than {self.max_items} items")
+            if self.unique_items and len({json.dumps(v, sort_keys=True) for v in value}) != len(value):
+                fail("has repeated items")
+        if isinstance(value, str):
+            if self.pattern is not None and not re.search(self.pattern, value):
+                fail(f"does not match {self.pattern!r}")
+            if self.min_length is not None and len(value) < self.min_length:
+                fail(f"is shorter than {self.min_length}")
+        if isinstance(value, dict) and self.min_properties is not None and len(value) < self.min_properties:
+            fail(f"has fewer than {self.min_properties} entries")
+        if self.not_in and value in self.not_in:
+            fail("is not allowed here")
+
+
+# The constrained scalars every paper uses.
+PosInt = Annotated[int, Check(minimum=1)]
+NonNegInt = Annotated[int, Check(minimum=0)]
+NonNeg = Annotated[float, Check(minimum=0)]
+Positive = Annotated[float, Check(exclusive_minimum=0)]
+Prob = Annotated[float, Check(minimum=0, maximum=1)]
+
+
+def _split(tp: Any) -> tuple[Any, list[Check]]:
+    """(T, its Checks) of Annotated[T, Check, ...]; (tp, []) otherwise."""
+    if typing.get_origin(tp) is Annotated:
+        base, *meta = typing.get_args(tp)
+        return base, [m for m in meta if isinstance(m, Check)]
+    return tp, []
+
+
 def _check(value: Any, tp: Any, where: str) -> Any:
+    tp, checks = _split(tp)
+    out = _convert(value, tp, where)
+    for c in checks:
+        c.check(out, where)
+    return out
+
+
+def _convert(value: Any, tp: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
-        for arm in typing.get_args(tp):
+        arms = typing.get_args(tp)
+        if value is not None and type(None) in arms and len(arms) == 2:
+            # `X | None` with a value: X's own error (a nested key, a bound), not "wrong type"
+            return _check(value, next(a for a in arms if a is not type(None)), where)
+        for arm in arms:
             try:
                 return _check(value, arm, where)
             except InputError:
                 pass
-        raise InputError(f"config key '{where}': {value!r} is not of type {tp}")
+        raise InputError(f"config key '{where}': {value!r} is not of type {_name(tp)}")
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if value in allowed and not (isinstance(value, bool) and not any(a is value for a in allowed)):
+            return value
+        raise InputError(f"config key '{where}': {value!r} is not one of {list(allowed)}")
     if tp is type(None):
         if value is None:
             return None
@@ -31,14 +134,18 @@ def _check(value: Any, tp: Any, where: str) -> Any:
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
             raise InputError(f"config key '{where}': expected a list, got {value!r}")
-        (arm, *_) = typing.get_args(tp) or (Any,)
-        out = [_check(v, arm, f"{where}[{i}]") for i, v in enumerate(value)]
+        args = typing.get_args(tp) or (Any,)
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            if len(value) != len(args):
+                raise InputError(f"config key '{where}': expected {len(args)} items, got {value!r}")
+            return tuple(_check(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+        out = [_check(v, args[0], f"{where}[{i}]") for i, v in enumerate(value)]
         return tuple(out) if origin is tuple else out
     if origin is dict:
         if not isinstance(value, dict):
             raise InputError(f"config key '{where}': expected a mapping, got {value!r}")
-        _, arm = typing.get_args(tp) or (Any, Any)
-        return {k: _check(v, arm, f"{where}.{k}") for k, v in value.items()}
+        karm, varm = typing.get_args(tp) or (Any, Any)
+        return {_check(k, karm, f"{where}.{k}"): _check(v, varm, f"{where}.{k}") for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value, where)
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
@@ -50,11 +157,23 @@ def _check(value: Any, tp: Any, where: str) -> Any:
     return value
 
 
+def _name(tp: Any) -> str:
+    tp, _ = _split(tp)
+    if dataclasses.is_dataclass(tp):
+        return tp.__name__
+    if tp is type(None):
+        return "null"
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " | ".join(_name(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", str(tp))
+
+
 def from_dict(cls: type[T], data: Any, where: str = "") -> T:
-    """Build dataclass `cls` from `data`, rejecting unknown keys and wrong types by name."""
+    """Build dataclass `cls` from `data`, rejecting unknown keys, wrong types and values that
+    break a Check, by name."""
     if not isinstance(data, dict):
         raise InputError(f"config '{where or cls.__name__}': expected a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
@@ -76,3 +195,142 @@ def from_json(cls: type[T], text: str, where: str = "") -> T:
     except json.JSONDecodeError as e:
         raise InputError(f"config is not valid JSON: {e}") from None
     return from_dict(cls, data, where)
+
+
+def json_schema(tp: Any, defs: dict | None = None) -> dict:
+    """The JSON schema (draft 2020-12) of a config type: the same keys, types and Checks that
+    `from_dict` enforces (not the `__post_init__` cross-field checks). Nested dataclasses go to
+    `$defs` once each."""
+    top = defs is None
+    defs = {} if top else defs
+    base, checks = _split(tp)
+    origin = typing.get_origin(base)
+    if base is Any:
+        out: dict = {}
+    elif dataclasses.is_dataclass(base):
+        name = base.__name__ if base.__module__ == "methods.core.config" else f"{base.__module__}.{base.__name__}"
+        if name not in defs:
+            defs[name] = {}  # placeholder: recursion-safe
+            hints = typing.get_type_hints(base, include_extras=True)
+            fields = dataclasses.fields(base)
+            node = {"type": "object", "additionalProperties": False,
+                    "properties": {f.name: json_schema(hints[f.name], defs) for f in fields}}
+            required = [f.name for f in fields
+                        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+            if required:
+                node["required"] = required
+            if base.__doc__ and not base.__doc__.startswith(f"{base.__name__}("):
+                node["description"] = " ".join(base.__doc__.split())
+            defs[name] = node
+        out = {"$ref": f"#/$defs/{name}"}
+    elif origin in (typing.Union, types.UnionType):
+        out = {"anyOf": [json_schema(a, defs) for a in typing.get_args(base)]}
+    elif origin is Literal:
+        out = {"enum": list(typing.get_args(base))}
+    elif base is type(None):
+        out = {"type": "null"}
+    elif origin in (list, tuple):
+        args = typing.get_args(base) or (Any,)
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            out = {"type": "array", "prefixItems": [json_schema(a, defs) for a in args],
+                   "minItems": len(args), "maxItems": len(args)}
+        else:
+            out = {"type": "array", "items": json_schema(args[0], defs)}
+    elif origin is dict:
+        karm, varm = typing.get_args(base) or (Any, Any)
+        out = {"type": "object", "additionalProperties": json_schema(varm, defs)}
+        kbase, kchecks = _split(karm)
+        knode = {k: v for c in kchecks for k, v in c.schema().items()}
+        if typing.get_origin(kbase) is Literal:
+            knode["enum"] = list(typing.get_args(kbase))
+        if knode:
+            out["propertyNames"] = knode
+    else:
+        out = {"type": {int: "integer", float: "number", str: "string", bool: "boolean"}.get(base, "string")}
+    for c in checks:
+        out.update(c.schema())
+    if top:
+        return {"$schema": "https://json-schema.org/draft/2020-12/schema", **out, "$defs": defs}
+    return out
+
+
+_REPO = Path(__file__).resolve().parents[2]  # the repository this module belongs to
+
+
+def section_class(name: str, root: str | Path = ".") -> type:
+    """The dataclass that declares scale-file section `name`: `Config` of
+    `methods/<name>/config.py` (a paper) or `methods/core/<name>/config.py` (a shared part such
+    as the model pool). The file is loaded by path, without running its package's
+    `__init__.py` (which may import torch), so the workflow can validate at parse time."""
+    import importlib.util
+    import sys
+
+    root = Path(root)
+    for rel, mod in ((f"methods/{name}/config.py", f"methods.{name}.config"),
+                     (f"methods/core/{name}/config.py", f"methods.core.{name}.config")):
+        path = root / rel
+        if path.is_file():
+            if root.resolve() != _REPO:  # another tree (a test's copy): a private module name
+                mod = f"_scale_config_{abs(hash(str(path.resolve())))}"
+            if mod not in sys.modules:
+                spec = importlib.util.spec_from_file_location(mod, path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[mod] = module
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    del sys.modules[mod]
+                    raise
+            cls = getattr(sys.modules[mod], "Config", None)
+            if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+                raise InputError(f"{rel} defines no dataclass named Config")
+            return cls
+    raise InputError(f"no config declared for section '{name}': expected methods/{name}/config.py "
+                     "with a dataclass Config")
+
+
+def scale_sections(papers: list[str]) -> dict[str, str]:
+    """Every section of a scale file, in file order: the runtime, the shared parts of core that
+    have a config (the model pool), then one per registered paper."""
+    return {"runtime": "runtime", "model_pool": "model_pool", **{p: p for p in papers}}
+
+
+def check_scale(data: Any, papers: list[str], where: str, root: str | Path = ".") -> dict:
+    """Validate a whole scale file (config/scales/<scale>.yaml): every section present, no
+    other key, each section valid against its dataclass. Returns {section: dataclass}; raises
+    InputError naming the file and the dotted key."""
+    from .runtime import RuntimeSpec
+
+    if not isinstance(data, dict):
+        raise InputError(f"invalid config in {where}: expected a mapping of sections, got {type(data).__name__}")
+    sections = scale_sections(papers)
+    unknown = sorted(set(data) - set(sections))
+    if unknown:
+        raise InputError(f"invalid config in {where}: unknown section '{unknown[0]}' "
+                         f"(sections: {', '.join(sections)})")
+    out = {}
+    for key in sections:
+        if key not in data:
+            raise InputError(f"invalid config in {where}: missing section '{key}'")
+        cls = RuntimeSpec if key == "runtime" else section_class(key, root)
+        try:
+            out[key] = from_dict(cls, data[key], key)
+        except InputError as e:
+            raise InputError(f"invalid config in {where}: {e}") from None
+    return out
+
+
+def scale_schema(papers: list[str], root: str | Path = ".") -> dict:
+    """The JSON schema of a whole scale file, generated from the sections' dataclasses (what
+    `check_scale` enforces, less the `__post_init__` cross-field checks)."""
+    from .runtime import RuntimeSpec
+
+    defs: dict = {}
+    props = {key: json_schema(RuntimeSpec if key == "runtime" else section_class(key, root), defs)
+             for key in scale_sections(papers)}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "description": "Hyper-parameters of one scale (config/scales/<scale>.yaml), generated from the "
+                           "sections' dataclasses: methods/<paper>/config.py, methods/core/runtime.py, "
+                           "methods/core/model_pool/config.py.",
+            "type": "object", "additionalProperties": False, "required": list(props), "properties": props,
+            "$defs": defs}

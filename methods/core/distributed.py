@@ -328,8 +328,7 @@ def load_train_state(model, opt, model_state: dict, opt_state: dict) -> None:
         unwrap(model).load_state_dict(model_state)
         opt.load_state_dict(opt_state)
         return
-    from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
-                                                         set_optimizer_state_dict)
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict, set_optimizer_state_dict
 
     names = _opt_names(model, opt)
     by_name = {"state": {names[i]: s for i, s in opt_state["state"].items()},

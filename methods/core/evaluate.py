@@ -253,9 +253,10 @@ def lm_eval_task_names(cfg, keys: tuple[str, ...] = LM_EVAL_TASK_KEYS) -> dict[s
 def answer_nll(model, tokenizer, records: list[dict], batch_size: int = 64) -> float:
     """Mean over records of -log P(answer | prompt), in nats per answer: the quantity lm-eval's
     loglikelihood `perplexity` metric exponentiates (answer_nll = log perplexity)."""
-    from .data import PromptAnswerBatches
     import torch
     import torch.nn.functional as F
+
+    from .data import PromptAnswerBatches
 
     if not records:
         raise InputError("answer_nll: no records")

@@ -12,22 +12,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .config import PosInt, Positive
 from .results import InputError, atomic_path
 
 
 @dataclass
 class ModelConfig:
-    """Hyper-parameters of a tiny Llama-style decoder (paper scale names hub ids instead)."""
-    d_model: int = 64
-    n_layers: int = 3
-    n_heads: int = 4
-    n_kv_heads: int | None = None
-    d_ff: int = 172
-    max_seq_len: int = 128
+    """Hyper-parameters of a tiny Llama-style decoder (paper scale names hub ids instead).
+    A scale file's `model` sub-section; the Checks apply when it is read (`from_dict`)."""
+    d_model: PosInt = 64
+    n_layers: PosInt = 3
+    n_heads: PosInt = 4
+    n_kv_heads: PosInt | None = None        # None = n_heads (multi-head attention)
+    d_ff: PosInt = 172
+    max_seq_len: PosInt = 128
     tie_embeddings: bool = True
-    rope_theta: float = 10000.0
-    norm_eps: float = 1e-5
-    init_std: float = 0.02
+    rope_theta: Positive = 10000.0
+    norm_eps: Positive = 1e-5
+    init_std: Positive = 0.02
 
 
 def llama_config(cfg: ModelConfig, tokenizer):
@@ -123,3 +125,20 @@ def load_model(path: str | Path, dtype=None, attn_implementation: str | None = N
         raise InputError(f"cannot load model {path}: {str(e).splitlines()[0]}") from None
     model.eval()
     return model, tokenizer
+
+
+def hub_or_trained_base(hub_id: str | None, out_dir: str | Path, train_fn) -> dict:
+    """A base-LM DAG step: at paper scale (`hub_id` set) the hub model and its tokenizer are saved
+    as they are, in the checkpoint's own dtype, with no training, and {"hub_id": ...} is returned;
+    otherwise `train_fn()` trains the tiny base and returns (model, tokenizer, summary,
+    extra_files), the model is saved (atomically, `extra_files` such as the training log inside
+    the directory) and `summary` returned."""
+    if hub_id is not None:
+        if not str(hub_id).strip():
+            raise InputError("config key 'hub_id' is empty (null trains the tiny base)")
+        model, tok = load_model(hub_id, dtype="auto")
+        save_model(model, tok, out_dir)
+        return {"hub_id": hub_id}
+    model, tok, summary, extra_files = train_fn()
+    save_model(model, tok, out_dir, extra_files=extra_files)
+    return summary

@@ -30,19 +30,22 @@ def job_rows(jobs) -> list[dict]:
 
 def table(rows: list[dict], papers: list[str], scale: str = "") -> str:
     """Per rule (jobs, GPUs/job, nodes/job, hours/job, GPU-hours), per paper (one row for each
-    enabled paper) and the total. GPU-hours = GPUs x runtime of each job."""
+    enabled paper, then one for each shared part of methods/core with GPU jobs of its own, e.g.
+    model_pool) and the total. GPU-hours = GPUs x runtime of each job."""
     gpu_rows = [r for r in rows if r["gpus"] > 0]
+    w = max([22] + [len(r["rule"]) for r in gpu_rows])  # rule names are `<paper slug>_<step>`
     groups = defaultdict(list)
     for r in gpu_rows:
         groups[(r["paper"], r["rule"], r["gpus"], r["nodes"])].append(r)
     head = (f"GPU-hour plan{f' (scale {scale})' if scale else ''}: {len(gpu_rows)} GPU jobs of {len(rows)}; "
             f"{R.GPU}, {R.PEAK_FLOPS / 1e12:g} TFLOP/s bf16, MFU train {R.MFU['train']:.2f} / prefill "
             f"{R.MFU['prefill']:.2f} / decode {R.MFU['decode']:.2f}, x{R.SAFETY:g} (methods/core/resources.py)")
-    lines = [head, f"{'paper':<20} {'rule':<22} {'jobs':>5} {'GPUs/job':>9} {'nodes':>6} {'hours/job':>10} {'GPU-hours':>10}"]
+    lines = [head, f"{'paper':<20} {'rule':<{w}} {'jobs':>5} {'GPUs/job':>9} {'nodes':>6} {'hours/job':>10} "
+                   f"{'GPU-hours':>10}"]
     order = {p: i for i, p in enumerate(papers)}
     for (paper, rule, gpus, nodes), rs in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0])):
         minutes = sum(r["runtime"] for r in rs)
-        lines.append(f"{paper:<20} {rule:<22} {len(rs):>5} {gpus:>9} {nodes:>6} {minutes / 60 / len(rs):>10.1f} "
+        lines.append(f"{paper:<20} {rule:<{w}} {len(rs):>5} {gpus:>9} {nodes:>6} {minutes / 60 / len(rs):>10.1f} "
                      f"{gpus * minutes / 60:>10.1f}")
     lines += ["GPU-hours per paper", f"{'paper':<20} {'GPU jobs':>9} {'GPU-hours':>10}"]
     per = {p: [0, 0.0] for p in papers}

@@ -14,29 +14,34 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Annotated, Callable, Literal
 
+from .config import Check, NonNeg, NonNegInt, PosInt, Positive, Prob
 from .results import InputError, atomic_path
+
+_Beta = Annotated[float, Check(minimum=0, exclusive_maximum=1)]  # an Adam β ∈ [0, 1)
 
 
 @dataclass
 class TrainConfig:
-    steps: int
-    batch_size: int
-    lr: float
-    optimizer: str = "adamw"          # adamw | sgd
-    betas: tuple[float, float] = (0.9, 0.95)
-    eps: float = 1e-8
-    momentum: float = 0.0             # sgd only
-    weight_decay: float = 0.0         # decoupled for AdamW (θ ← θ − γ_t λ θ); L2-in-gradient for SGD
-    decay_min_ndim: int = 2           # decay only tensors with ndim ≥ this (Llama recipe); 0 = all
-    warmup_steps: int = 0
-    schedule: str = "cosine"          # cosine | constant
-    min_lr_ratio: float = 0.0         # cosine floor as a fraction of the peak lr
-    grad_clip: float = 0.0            # max global grad norm; 0 = off
-    eval_every: int = 0               # 0 = evaluate at the end only
-    ckpt_every: int = 0               # 0 = no intermediate checkpoints
-    log_every: int = 10
+    """A scale file's `train` sub-section (weight_decay and seed are usually set per run); the
+    Checks apply when it is read (`from_dict`), the rules below on every construction."""
+    steps: PosInt
+    batch_size: PosInt
+    lr: Positive
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    betas: tuple[_Beta, _Beta] = (0.9, 0.95)
+    eps: Positive = 1e-8
+    momentum: NonNeg = 0.0            # sgd only
+    warmup_steps: NonNegInt = 0
+    schedule: Literal["cosine", "constant"] = "cosine"
+    min_lr_ratio: Prob = 0.0          # cosine floor as a fraction of the peak lr
+    grad_clip: NonNeg = 0.0           # max global grad norm; 0 = off
+    decay_min_ndim: NonNegInt = 2     # decay only tensors with ndim ≥ this (Llama recipe); 0 = all
+    weight_decay: NonNeg = 0.0        # decoupled for AdamW (θ ← θ − γ_t λ θ); L2-in-gradient for SGD
+    eval_every: NonNegInt = 0         # 0 = evaluate at the end only
+    ckpt_every: NonNegInt = 0         # 0 = no intermediate checkpoints
+    log_every: PosInt = 10
     seed: int = 0
 
     def __post_init__(self):

@@ -162,7 +162,7 @@ def build_parser():
     s.add_argument("--runs", nargs="+", required=True)
     s.add_argument("--compose", nargs="+", required=True)
     s.add_argument("--timing", required=True)
-    s.add_argument("--lm-eval", nargs="*", default=[], help="paper scale: the dm_lm_eval outputs")
+    s.add_argument("--lm-eval", nargs="*", default=[], help="paper scale: the dag_moe_lm_eval outputs")
     s.add_argument("--table", required=True)
     s.add_argument("--summary", required=True)
     s = sub.add_parser("figure", help="val-loss and D2 figure")

@@ -50,16 +50,14 @@ def table_rows(runs: list[dict]) -> list[dict]:
     return out
 
 
-def claim_metrics(runs: list[dict], compose: dict[str, dict], timing: dict,
-                  primary_dag: str = "dag_moe", primary_sum: str = "moe_sum") -> dict:
-    """Summary metrics and notes for claims.yaml. `compose` maps "sum"/"dag" to compose
-    results; `timing` maps arch → {"median_ms", ...} from one interleaved process."""
+def _per_arch(runs: list[dict]) -> dict:
+    """Per arch, seeds in order: the per-seed metrics, the param/FLOP counts, the validation curves
+    and, for DAG archs, the per-layer edge strengths averaged over seeds."""
     by = defaultdict(list)
     for r in runs:
         by[r["arch"]].append(r)
-    archs = sorted(by)
     per_arch = {}
-    for a in archs:
+    for a in sorted(by):
         rs = sorted(by[a], key=lambda r: r["seed"])
         per_arch[a] = {k: [r.get(k) for r in rs] for k in
                        ("seed", "val_loss", "c1_acc", "c1_loss", "c1_heldout_acc", "c2_em", "load_cv_mean")}
@@ -69,45 +67,54 @@ def claim_metrics(runs: list[dict], compose: dict[str, dict], timing: dict,
             L = len(rs[0]["edge_a12"])
             per_arch[a]["edge_a12_seed_mean"] = [_mean([r["edge_a12"][i] for r in rs]) for i in range(L)]
             per_arch[a]["edge_mean_seed_mean"] = [_mean([r["edge_mean"][i] for r in rs]) for i in range(L)]
-    m: dict = {"archs": per_arch}
-    notes: dict = {}
-    mean_val = {a: _mean([x for x in per_arch[a]["val_loss"]]) for a in archs}
+    return per_arch
 
-    # D1: pretraining quality, mean over seeds
+
+def _d1_quality(per_arch: dict, mean_val: dict, pairs: dict, primary_dag: str,
+                primary_sum: str) -> tuple[dict, dict]:
+    """D1, pretraining quality: the seed-mean val loss of the primary DAG arch minus the primary sum
+    arch's (and the implied PPL change), and of every DAG arch minus its same-experts sum arch."""
+    m, notes = {}, {}
     if primary_dag in mean_val and primary_sum in mean_val:
         d, s = mean_val[primary_dag], mean_val[primary_sum]
         m["d1_val_loss_delta"] = d - s
         m["d1_rel_ppl_change"] = math.exp(d - s) - 1
         notes["d1_val_loss_delta"] = (
             f"mean val loss {primary_dag} {d:.4f} vs {primary_sum} {s:.4f} over "
-            f"{len(by[primary_dag])} seed(s); PPL change {100 * (math.exp(d - s) - 1):+.2f}%; "
-            + "; ".join(f"{a} {mean_val[a]:.4f}" for a in archs))
-    pairs = {a: baseline_of(runs, a) for a in archs if per_arch[a]["aggregation"] == "dag"}
+            f"{len(per_arch[primary_dag]['seed'])} seed(s); PPL change {100 * (math.exp(d - s) - 1):+.2f}%; "
+            + "; ".join(f"{a} {v:.4f}" for a, v in mean_val.items()))
     for a, b in pairs.items():
         if b:
             m[f"val_loss_delta_{a}_vs_{b}"] = mean_val[a] - mean_val[b]
+    return m, notes
 
-    # D2: 1-layer composition, in-distribution, per seed
-    if "sum" in compose and "dag" in compose:
-        s_runs = {r["seed"]: r for r in compose["sum"]["runs"]}
-        d_runs = {r["seed"]: r for r in compose["dag"]["runs"]}
-        seeds = sorted(set(s_runs) & set(d_runs))
-        ls, ld = _mean([s_runs[k]["loss"] for k in seeds]), _mean([d_runs[k]["loss"] for k in seeds])
-        m["d2_loss_ratio"] = ld / ls
-        m["d2_acc_wins"] = sum(d_runs[k]["acc"] > s_runs[k]["acc"] for k in seeds)
-        m["d2_seeds"] = len(seeds)
-        m["d2"] = {agg: {"acc": [c["acc"] for c in compose[agg]["runs"]],
-                         "loss": [c["loss"] for c in compose[agg]["runs"]],
-                         "step_ms": [c["step_ms"] for c in compose[agg]["runs"]]} for agg in ("sum", "dag")}
-        m["d2"]["dag"]["edge_a12"] = [c["edge_a12"][0] for c in compose["dag"]["runs"]]
-        fmt = lambda xs: "/".join(f"{x:.3f}" for x in xs)  # noqa: E731
-        notes["d2_loss_ratio"] = (f"1-layer C1, {len(seeds)} seed(s): loss sum {fmt(m['d2']['sum']['loss'])} "
-                                  f"(mean {ls:.3f}) vs dag {fmt(m['d2']['dag']['loss'])} (mean {ld:.3f}); "
-                                  f"pilot 0.69×")
-        notes["d2_acc_wins"] = (f"acc sum {fmt(m['d2']['sum']['acc'])} vs dag {fmt(m['d2']['dag']['acc'])}; "
-                                f"dag higher in {m['d2_acc_wins']}/{len(seeds)} (pilot 3/3)")
 
-    # D3: overheads against the sum arch with the same experts (closed-form counts)
+def _d2_composition(compose: dict[str, dict]) -> tuple[dict, dict]:
+    """D2, 1-layer composition in distribution: the DAG/sum ratio of the seed-mean answer loss, the
+    seeds on which DAG is more accurate, and the per-seed runs."""
+    s_runs = {r["seed"]: r for r in compose["sum"]["runs"]}
+    d_runs = {r["seed"]: r for r in compose["dag"]["runs"]}
+    seeds = sorted(set(s_runs) & set(d_runs))
+    ls, ld = _mean([s_runs[k]["loss"] for k in seeds]), _mean([d_runs[k]["loss"] for k in seeds])
+    m: dict = {"d2_loss_ratio": ld / ls, "d2_acc_wins": sum(d_runs[k]["acc"] > s_runs[k]["acc"] for k in seeds),
+               "d2_seeds": len(seeds)}
+    m["d2"] = {agg: {"acc": [c["acc"] for c in compose[agg]["runs"]],
+                     "loss": [c["loss"] for c in compose[agg]["runs"]],
+                     "step_ms": [c["step_ms"] for c in compose[agg]["runs"]]} for agg in ("sum", "dag")}
+    m["d2"]["dag"]["edge_a12"] = [c["edge_a12"][0] for c in compose["dag"]["runs"]]
+    fmt = lambda xs: "/".join(f"{x:.3f}" for x in xs)  # noqa: E731
+    notes = {"d2_loss_ratio": (f"1-layer C1, {len(seeds)} seed(s): loss sum {fmt(m['d2']['sum']['loss'])} "
+                               f"(mean {ls:.3f}) vs dag {fmt(m['d2']['dag']['loss'])} (mean {ld:.3f}); "
+                               f"pilot 0.69×"),
+             "d2_acc_wins": (f"acc sum {fmt(m['d2']['sum']['acc'])} vs dag {fmt(m['d2']['dag']['acc'])}; "
+                             f"dag higher in {m['d2_acc_wins']}/{len(seeds)} (pilot 3/3)")}
+    return m, notes
+
+
+def _d3_overheads(per_arch: dict, pairs: dict) -> tuple[dict, dict]:
+    """D3, closed-form overheads of each DAG arch over the sum arch with the same experts: params
+    (vs active and vs total) and forward FLOPs per token (one MoE layer and the whole model)."""
+    m, notes = {}, {}
     p_act, p_tot, f_layer, f_model = [], [], [], []
     for a, b in pairs.items():
         if not b:
@@ -128,43 +135,78 @@ def claim_metrics(runs: list[dict], compose: dict[str, dict], timing: dict,
                                           f"(vs total params: max {max(p_tot):.3f}%)")
         notes["d3_flop_overhead_pct"] = ("max over DAG archs of Δ forward FLOPs per token of one MoE layer "
                                          f"(generator, messages, sigmoids); whole model: max {max(f_model):.3f}%")
-    if timing:
-        ratios = {}
-        for a, b in pairs.items():
-            if b and a in timing and b in timing:
-                ratios[f"{a}/{b}"] = timing[a]["median_ms"] / timing[b]["median_ms"]
-        if primary_sum in timing:
-            for a in timing:
-                if a != primary_sum:
-                        ratios.setdefault(f"{a}/{primary_sum}",
-                                      timing[a]["median_ms"] / timing[primary_sum]["median_ms"])
-        m["step_time_ms"] = {a: t["median_ms"] for a, t in timing.items()}
-        m["step_time_ratios"] = ratios
-        key = f"{primary_dag}/{primary_sum}"
-        if key in ratios:
-            m["d3_step_time_ratio"] = ratios[key]
-            notes["d3_step_time_ratio"] = ("median fwd+bwd+AdamW step, archs interleaved in one process: "
-                                           + ", ".join(f"{k} {v:.2f}×" for k, v in sorted(ratios.items())))
+    return m, notes
 
-    # D4: edges stay in use (mean A_12 over validation tokens, seed mean, best layer)
+
+def _d3_step_time(timing: dict, pairs: dict, primary_dag: str, primary_sum: str) -> tuple[dict, dict]:
+    """D3, measured step time: median-step ratios of each DAG arch to its same-experts sum arch and
+    of every arch to the primary sum arch (one interleaved process)."""
+    m, notes = {}, {}
+    ratios = {}
+    for a, b in pairs.items():
+        if b and a in timing and b in timing:
+            ratios[f"{a}/{b}"] = timing[a]["median_ms"] / timing[b]["median_ms"]
+    if primary_sum in timing:
+        for a in timing:
+            if a != primary_sum:
+                ratios.setdefault(f"{a}/{primary_sum}", timing[a]["median_ms"] / timing[primary_sum]["median_ms"])
+    m["step_time_ms"] = {a: t["median_ms"] for a, t in timing.items()}
+    m["step_time_ratios"] = ratios
+    key = f"{primary_dag}/{primary_sum}"
+    if key in ratios:
+        m["d3_step_time_ratio"] = ratios[key]
+        notes["d3_step_time_ratio"] = ("median fwd+bwd+AdamW step, archs interleaved in one process: "
+                                       + ", ".join(f"{k} {v:.2f}×" for k, v in sorted(ratios.items())))
+    return m, notes
+
+
+def _d4_edges(per_arch: dict, compose: dict[str, dict], d2: dict, primary_dag: str) -> tuple[dict, dict]:
+    """D4, edges stay in use: the largest per-layer mean A_12 over validation tokens (seed mean) of
+    the primary DAG arch; `d2` is what `_d2_composition` returned (its runs' edges go in the note)."""
+    m, notes = {}, {}
     if primary_dag in per_arch and "edge_a12_seed_mean" in per_arch[primary_dag]:
         e = per_arch[primary_dag]["edge_a12_seed_mean"]
         m["d4_max_layer_edge_a12"] = max(e)
         extra = ""
-        if "dag" in compose:
-            extra = "; 1-layer compose runs: " + "/".join(f"{x:.3f}" for x in m["d2"]["dag"]["edge_a12"])
+        if "dag" in compose:  # the compose runs' own edges (d2 holds them only when both aggs ran)
+            extra = "; 1-layer compose runs: " + "/".join(f"{c['edge_a12'][0]:.3f}" for c in compose["dag"]["runs"])
         notes["d4_max_layer_edge_a12"] = ("mean A_12 per layer (seed mean) for " + primary_dag + ": "
                                           + " ".join(f"{x:.3f}" for x in e) + extra + "; pilot 0.13-0.21")
+    return m, notes
 
-    # reported: held-out-pair generalisation (LM runs trained without those pairs)
+
+def _synthetic_task_means(per_arch: dict, primary_dag: str) -> tuple[dict, dict]:
+    """Reported: held-out-pair generalisation (LM runs trained without those pairs), C1 accuracy and
+    C2 exact match, seed means per arch; and every arch's expert-load CV."""
+    m, notes = {}, {}
     if primary_dag in per_arch and per_arch[primary_dag]["c1_heldout_acc"][0] is not None:
-        h = {a: _mean(per_arch[a]["c1_heldout_acc"]) for a in archs}
+        h = {a: _mean(v["c1_heldout_acc"]) for a, v in per_arch.items()}
         m["heldout_pair_acc"] = h[primary_dag]
         notes["heldout_pair_acc"] = ("seed-mean C1 accuracy on held-out (f, g) pairs (chance 1/17 = 0.059): "
                                      + ", ".join(f"{a} {v:.3f}" for a, v in h.items()))
-        m["c1_acc_mean"] = {a: _mean(per_arch[a]["c1_acc"]) for a in archs}
-        m["c2_em_mean"] = {a: _mean(per_arch[a]["c2_em"]) for a in archs}
-    m["load_cv_mean"] = {a: _mean(per_arch[a]["load_cv_mean"]) for a in archs}
+        m["c1_acc_mean"] = {a: _mean(v["c1_acc"]) for a, v in per_arch.items()}
+        m["c2_em_mean"] = {a: _mean(v["c2_em"]) for a, v in per_arch.items()}
+    m["load_cv_mean"] = {a: _mean(v["load_cv_mean"]) for a, v in per_arch.items()}
+    return m, notes
+
+
+def claim_metrics(runs: list[dict], compose: dict[str, dict], timing: dict,
+                  primary_dag: str = "dag_moe", primary_sum: str = "moe_sum") -> dict:
+    """Summary metrics and notes for claims.yaml. `compose` maps "sum"/"dag" to compose
+    results; `timing` maps arch → {"median_ms", ...} from one interleaved process."""
+    per_arch = _per_arch(runs)
+    mean_val = {a: _mean(v["val_loss"]) for a, v in per_arch.items()}
+    pairs = {a: baseline_of(runs, a) for a, v in per_arch.items() if v["aggregation"] == "dag"}
+    m: dict = {"archs": per_arch}
+    notes: dict = {}
+    d1 = _d1_quality(per_arch, mean_val, pairs, primary_dag, primary_sum)
+    d2 = _d2_composition(compose) if "sum" in compose and "dag" in compose else ({}, {})
+    for pm, pn in (d1, d2, _d3_overheads(per_arch, pairs),
+                   _d3_step_time(timing, pairs, primary_dag, primary_sum) if timing else ({}, {}),
+                   _d4_edges(per_arch, compose, d2[0], primary_dag),
+                   _synthetic_task_means(per_arch, primary_dag)):
+        m.update(pm)
+        notes.update(pn)
     m["notes"] = notes
     return m
 

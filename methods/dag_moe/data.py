@@ -17,37 +17,15 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from methods.core.data import _PCFG, pcfg_sentence
 from methods.core.results import InputError, atomic_path, read_json
+from methods.dag_moe.config import DataConfig
 
 PAD, EOS, UNK, SEP = "<pad>", "<eos>", "<unk>", ";"
 GENERATED = "generated"
-
-
-@dataclass
-class DataConfig:
-    source: str = GENERATED        # "generated" (tiny) or a hub corpus id (paper scale)
-    text_field: str = "text"       # hub corpora only
-    tokenizer: str = "word"        # "word" (the closed vocabulary) or a hub tokenizer id
-    corpus_chars: int = 0          # hub corpora only: characters read for training
-    modulus: int = 17
-    n_functions: int = 12
-    heldout_frac: float = 0.3
-    mix_c1: float = 0.5            # token fractions of the mixture (C3 ≈ 25%)
-    mix_c2: float = 0.25
-    mix_c3: float = 0.25
-    seq_len: int = 32
-    n_val_rows: int = 256
-    seed: int = 1234
-
-    def __post_init__(self):
-        if abs(self.mix_c1 + self.mix_c2 + self.mix_c3 - 1) > 1e-9:
-            raise InputError("config keys 'mix_c1' + 'mix_c2' + 'mix_c3' must sum to 1")
-        if not 0 <= self.heldout_frac < 1:
-            raise InputError(f"config key 'heldout_frac' must be in [0, 1), got {self.heldout_frac}")
 
 
 def _pcfg_words() -> list[str]:

@@ -10,18 +10,16 @@ its last `MoEOutput` (routing, edges, aux loss) so the loss and the probes can r
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel, LlamaPreTrainedModel
-from transformers import initialization as init
+from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel, LlamaPreTrainedModel, initialization as init
 from transformers.modeling_outputs import MoeCausalLMOutputWithPast
 
 from methods.core.models import ModelConfig, register_arch
 from methods.core.moe import SwiGLUExperts
 from methods.core.results import InputError
+from methods.dag_moe.config import ArchConfig, MoEConfig
 
 from .aggregate import AGGREGATIONS, AggregatedMoE, generator_params, n_edges
 
@@ -141,26 +139,6 @@ register_arch(DagMoEConfig, DagMoEForCausalLM)
 
 
 # ------------------------------------------------------------------ building blocks ----
-@dataclass
-class ArchConfig:
-    """One architecture of the study: MoE shape and aggregation."""
-    n_experts: int
-    k: int
-    d_ff: int
-    aggregation: str
-
-
-@dataclass
-class MoEConfig:
-    """Knobs shared by every architecture (inferred design, see aggregate.py)."""
-    edge_bias_init: float = 0.0       # b_a; pilot 0 (a ≈ 0.5); a ≈ 0.05-0.1 is the alternative
-    edge_weight_init_std: float = 0.0
-    edge_mode: str = "soft"           # soft | hard_st
-    dispatch: str = "sorted"          # sorted | rounds | dense (methods.core.moe)
-    router_renormalize: bool = True   # Mixtral gates
-    aux_loss_coef: float = 1e-2       # α ≈ 1e-2, the usual Switch/GShard value (our choice)
-
-
 def dag_moe_config(m: ModelConfig, arch: ArchConfig, moe: MoEConfig, vocab_size: int,
                    pad_id: int | None = None, eos_id: int | None = None) -> DagMoEConfig:
     if m.d_model % m.n_heads:

@@ -6,57 +6,37 @@ import json
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from methods.core.models import ModelConfig, save_trained
+from methods.core.models import save_trained
 from methods.core.results import InputError
 from methods.core.runtime import current
 from methods.core.train import TrainConfig, train
+from methods.dag_moe.config import ArchConfig, ComposeSection, DownstreamSection, LMSection, MoEConfig, TimingConfig
 
 from . import data as D
-from .model import (ArchConfig, DagMoEForCausalLM, MoEConfig, build, dag_moe_config,
-                    flops_per_token, moe_loss, param_counts)
+from .model import DagMoEForCausalLM, build, dag_moe_config, flops_per_token, moe_loss, param_counts
 
 
 @dataclass
-class LMConfig:
-    """The `lm` section: the mixture-LM runs of D1/D3/D4."""
-    model: ModelConfig
-    train: TrainConfig
+class LMConfig(LMSection):
+    """The `lm` section plus the MoE knobs every architecture shares (the workflow merges them)."""
     moe: MoEConfig
-    eval_batch_size: int = 64
 
 
 @dataclass
-class ComposeConfig:
-    """The `compose` section: D2's 1-layer composition runs (loss on the answer only)."""
-    model: ModelConfig
-    train: TrainConfig
+class ComposeConfig(ComposeSection):
+    """The `compose` section plus the shared MoE knobs."""
     moe: MoEConfig
-    n_experts: int = 8
-    k: int = 2
-    d_ff: int = 64
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
 
 
 @dataclass
-class TimingConfig:
-    """The `timing` section: interleaved step-time measurement in one process."""
-    batch_size: int = 32
-    warmup: int = 3
-    reps: int = 20
-
-
-@dataclass
-class DownstreamConfig:
-    """The `downstream` section (paper scale; our choice, the paper's tasks are not
-    verified): zero-shot lm-eval tasks of every LM. The planned MetaMathQA → gsm8k fine-tuning (`sft_dataset`) is named but not run."""
-    sft_dataset: str | None = None
-    eval_tasks: list[str] = field(default_factory=list)
+class DownstreamConfig(DownstreamSection):
+    """The `downstream` section; lm-eval's batch size and document limit are fixed here."""
     batch_size: int = 16
     limit: int | None = None
 

@@ -15,13 +15,15 @@ from methods.core.results import read_json, write_metrics, write_text
 
 
 def _data(a):
-    from .synth_lang import DataConfig, build
+    from .config import DataConfig
+    from .synth_lang import build
 
     print(f"data: {build(from_json(DataConfig, a.config, 'data'), a.out)}", file=sys.stderr)
 
 
 def _train(a):
-    from .run import RunConfig, run_variant
+    from .config import RunConfig
+    from .run import run_variant
 
     cli.set_threads(a.threads)
     cfg = from_json(RunConfig, a.config, "train")
@@ -32,7 +34,8 @@ def _train(a):
 
 
 def _report(a):
-    from .analysis import ReportConfig, bias_figure, claim_metrics, table
+    from .analysis import bias_figure, claim_metrics, table
+    from .config import ReportConfig
 
     cfg = from_json(ReportConfig, a.config, "report")
     res = {}

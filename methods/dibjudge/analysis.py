@@ -1,15 +1,9 @@
 """Claim metrics (C1-C4), the markdown table and the bias figure. No torch."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from methods.core.plots import figure, save
 
-
-@dataclass
-class ReportConfig:
-    lang: str              # the low-resource language of C1/C2 (tiny: L2)
-    full: str              # the DIBJudge variant of C1-C4 (tiny: dib_vib)
+from .config import ReportConfig
 
 
 def _gap(m, lang):

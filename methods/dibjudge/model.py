@@ -14,24 +14,16 @@ score head reads z_r directly (a reward model), so "z-prompt injection" is the s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from methods.core.nn import RMSNorm
 
-@dataclass
-class ModelConfig:
-    d_model: int
-    n_layers: int
-    n_heads: int
-    d_ff: int
-    d_z: int          # robust and bias channel width (equal: L_dis uses their cosine)
-    max_len: int
-    vq_codes: int     # EMA VQ with K codes (abstract; official `vq.py`)
-    vq_decay: float
-    vq_beta: float    # commitment weight (official `vq.py`: 0.25)
+from .config import ModelConfig
+
+NORM_EPS = 1e-6   # ε of the two RMSNorms; their gain is saved as `w` (state-dict key)
 
 
 # --- compression operators --------------------------------------------------------------------
@@ -188,15 +180,6 @@ def low_level_stats(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 # --- modules ------------------------------------------------------------------------------------
-class RMSNorm(nn.Module):
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.w, self.eps = nn.Parameter(torch.ones(d)), eps
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.w
-
-
 class SwiGLU(nn.Module):
     def __init__(self, d_in, d_h, d_out):
         super().__init__()
@@ -247,7 +230,8 @@ class Judge(nn.Module):
         if not self.dib:
             self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
             return
-        self.robust = nn.Sequential(SwiGLU(d, 2 * d, d), nn.GELU(), SwiGLU(d, 2 * d, d), RMSNorm(d))
+        self.robust = nn.Sequential(SwiGLU(d, 2 * d, d), nn.GELU(), SwiGLU(d, 2 * d, d),
+                                    RMSNorm(d, NORM_EPS, param="w"))
         self.bottleneck = {"dib_vq": "vq", "no_bottleneck": "none"}.get(variant, "vib")
         if self.bottleneck == "vib":
             self.comp = VIB(d, cfg.d_z)
@@ -258,7 +242,7 @@ class Judge(nn.Module):
             self.comp = nn.Linear(d, cfg.d_z)
         self.head = nn.Sequential(nn.Linear(cfg.d_z, d), nn.GELU(), nn.Linear(d, 1))
         self.bias = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, 2 * d), nn.GELU(),
-                                  nn.Linear(2 * d, cfg.d_z), RMSNorm(cfg.d_z))
+                                  nn.Linear(2 * d, cfg.d_z), RMSNorm(cfg.d_z, NORM_EPS, param="w"))
         self.proxy = nn.ModuleDict({k: nn.Linear(cfg.d_z, n) for k, n in n_bins.items()})
         self.recon = nn.Linear(cfg.d_z, 6)
 

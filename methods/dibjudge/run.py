@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass
+import typing
 from pathlib import Path
 
 import numpy as np
@@ -15,39 +15,10 @@ import torch.nn.functional as F
 
 from methods.core.results import InputError, read_json, read_jsonl
 
-from .model import Judge, ModelConfig, dis_loss, distance_correlation, soft_labels, wasserstein_1d
+from .config import RunConfig, Variant
+from .model import Judge, dis_loss, distance_correlation, soft_labels, wasserstein_1d
 
-VARIANTS = ("sft", "dib_vib", "dib_vq", "no_dis", "no_proxy", "no_bottleneck")
-
-
-@dataclass
-class RunConfig:
-    model: ModelConfig
-    steps: int
-    batch_size: int
-    lr: float            # encoder, robust branch, compression, score head
-    lr_heads: float      # bias branch, proxy and reconstruction heads (official 4B config: 2e-4)
-    weight_decay: float
-    grad_clip: float
-    warmup_frac: float   # lr warm-up then cosine; λ schedules ramp over the same span
-    kl_weight: float     # official 4B config: λ_comp · 1e-4 · KL
-    vq_weight: float     # weight of the VQ commitment loss (the official config gives none for the VQ swap)
-    lam_comp: float
-    lam_bias: float
-    lam_dis: float
-    dis_c: float         # c in mean|cos| + c·mean(C²)
-    queue: int           # FIFO rows for C
-    ema_decay: float     # inverse-magnitude weighting of the proxy losses
-    eval_batch: int
-    probe_n: int         # responses for dCor / probe
-    seeds: list[int]
-    hub: dict            # paper scale: hub ids of judge / encoder (unused at tiny scale)
-
-    def __post_init__(self):
-        if self.steps <= 0 or self.batch_size <= 0:
-            raise InputError("config key 'train.steps' / 'train.batch_size' must be positive")
-        if not self.seeds:
-            raise InputError("config key 'train.seeds' must not be empty")
+VARIANTS = typing.get_args(Variant)
 
 
 class Vocab:
@@ -203,7 +174,7 @@ def probe_accuracy(x, y, seed):
 def run_variant(cfg: RunConfig, variant: str, data_dir: str, ckpt_dir: str | None = None) -> dict:
     if variant not in VARIANTS:
         raise InputError(f"unknown variant {variant!r} (one of {', '.join(VARIANTS)})")
-    if cfg.hub.get("judge"):
+    if cfg.hub.judge:
         raise InputError("train.hub.judge is set: the paper-scale judge (LoRA on a hub LM) is not "
                          "implemented; only the tiny synthetic judge runs")
     per_seed, log = {}, []

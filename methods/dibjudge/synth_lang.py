@@ -13,46 +13,13 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
-from methods.core.results import InputError, write_json, write_jsonl
+from methods.core.results import write_json, write_jsonl
 
-LANGS = ("EN", "L1", "L2")
+from .config import DataConfig
 
-
-@dataclass
-class DataConfig:
-    n_people: int
-    n_objects: int
-    n_colours: int
-    max_count: int
-    n_train: dict[str, int]          # pairs per language
-    n_synonyms: dict[str, int]       # L1, L2 (EN has one form per word)
-    mt_better_frac: float            # train: P(better response is MT) in L1/L2 (planned: 0.8)
-    particle_prob: float
-    n_test: int                      # pairs per language and test set
-    len_bins: int
-    nll_bins: int
-    ttr_bins: int
-    omit_frac: float                 # train / ID: P(the worse response omits the value, else a wrong value)
-    swap_frac: float                 # P(a wrong value is the distractor fact's value, else hallucinated)
-    ref_lm_sentences: int            # EN-order corpus for the reference bigram LM (NLL proxy)
-    seed: int = 0
-
-    def __post_init__(self):
-        if set(self.n_train) != set(LANGS):
-            raise InputError(f"config key 'data.n_train': needs exactly {list(LANGS)}, got {sorted(self.n_train)}")
-        if set(self.n_synonyms) != {"L1", "L2"} or min(self.n_synonyms.values()) < 1:
-            raise InputError("config key 'data.n_synonyms': needs L1 and L2, each >= 1")
-        if not 0.0 <= self.mt_better_frac <= 1.0:
-            raise InputError(f"config key 'data.mt_better_frac' must be in [0, 1], got {self.mt_better_frac}")
-        for k in ("omit_frac", "swap_frac"):
-            if not 0.0 <= getattr(self, k) <= 1.0:
-                raise InputError(f"config key 'data.{k}' must be in [0, 1], got {getattr(self, k)}")
-        if self.n_colours < 3 or self.max_count < 3:
-            raise InputError("config key 'data.n_colours' / 'data.max_count' must be >= 3 (a wrong value "
-                             "must exist outside the 2 context facts)")
+LANGS = ("EN", "L1", "L2")     # the fields of config.NTrain; L1, L2 those of config.NSynonyms
 
 
 FUNC = ("the", "of", "has", ":", "what", "colour", "count", "is", "fact")
@@ -69,7 +36,7 @@ class World:
         self.counts = [f"n{i}" for i in range(1, cfg.max_count + 1)]
         self.lex = {}  # lang -> EN word -> list of synonyms, most frequent first
         for lang in ("L1", "L2"):
-            k = self.cfg.n_synonyms[lang]
+            k = getattr(self.cfg.n_synonyms, lang)
             lx = {}
             for w in self.objects + list(FUNC):
                 lx[w] = [f"{lang}_{w}_{s}" for s in range(k)]
@@ -79,7 +46,7 @@ class World:
                 lx[w] = [f"{lang}_{w}"]
             self.lex[lang] = lx
         # Zipf-like synonym frequencies for human text (most frequent first)
-        self.syn_w = {lang: [1.0 / (s + 1) for s in range(self.cfg.n_synonyms[lang])] for lang in ("L1", "L2")}
+        self.syn_w = {lang: [1.0 / (s + 1) for s in range(getattr(self.cfg.n_synonyms, lang))] for lang in ("L1", "L2")}
 
     def word(self, rng, lang, w, style):
         if lang == "EN":
@@ -166,7 +133,7 @@ def generate(cfg: DataConfig) -> dict[str, list[dict]]:
     out = {}
     rng = random.Random(cfg.seed)
     out["train"] = [make_pair(w, rng, lang, *styles_for(rng, lang, cfg.mt_better_frac), omit_frac=cfg.omit_frac, swap_frac=cfg.swap_frac)
-                    for lang in LANGS for _ in range(cfg.n_train[lang])]
+                    for lang in LANGS for _ in range(getattr(cfg.n_train, lang))]
     rng.shuffle(out["train"])
     # ID test: balanced (50/50 MT-better) in L1/L2; EN as in training
     out["id"] = [make_pair(w, rng, lang, *styles_for(rng, lang, 0.5), omit_frac=cfg.omit_frac, swap_frac=cfg.swap_frac) for lang in LANGS for _ in range(cfg.n_test)]

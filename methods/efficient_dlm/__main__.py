@@ -16,20 +16,23 @@ from methods.core.results import write_metrics
 
 
 def _data(a):
-    from .run import DataConfig, build_data
+    from .config import DataConfig
+    from .run import build_data
 
     print(f"data: {build_data(from_json(DataConfig, a.config, 'data'), a.out)}", file=sys.stderr)
 
 
 def _train_ar(a):
-    from .run import ArConfig, train_ar
+    from .config import ArConfig
+    from .run import train_ar
 
     cli.set_threads(a.threads)
     print(f"ar: {train_ar(from_json(ArConfig, a.config, 'ar'), a.data, a.out)}", file=sys.stderr)
 
 
 def _convert(a):
-    from .run import ConvertConfig, convert
+    from .config import ConvertConfig
+    from .run import convert
 
     cli.set_threads(a.threads)
     cfg = from_json(ConvertConfig, a.config, "convert")
@@ -37,7 +40,8 @@ def _convert(a):
 
 
 def _evaluate(a):
-    from .run import EvalConfig, drift, evaluate
+    from .config import EvalConfig
+    from .run import drift, evaluate
 
     cli.set_threads(a.threads)
     cfg = from_json(EvalConfig, a.config, "eval")
@@ -52,7 +56,8 @@ def _aggregate(a):
 
     from methods.core.results import read_json, write_text
 
-    from .analysis import AnalysisConfig, claim_metrics, figures
+    from .analysis import claim_metrics, figures
+    from .config import AnalysisConfig
 
     cfg = from_json(AnalysisConfig, a.config, "analysis")
     ev = read_json(a.eval)

@@ -1,15 +1,7 @@
 """Efficient-DLM aggregation: table, claim metrics, frontier and drift figures."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass
-class AnalysisConfig:
-    claim_threshold: float = 0.9      # claim 2
-    fast_threshold: float = 0.5       # claim 3
-    mid_threshold: float = 0.7        # claim 4
-    slow_threshold: float = 0.99      # claim 4 reference
+from .config import AnalysisConfig
 
 
 def _row(rows, model, th):

@@ -4,12 +4,11 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from methods.core.models import ModelConfig
 from methods.core.results import InputError, write_text
-from methods.core.train import TrainConfig
+
+from .config import ArConfig, ConvertConfig, DataConfig, EvalConfig
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 # the four conversion variants (Table 1's patterns, our selection): pattern, token shift, masking β (None = ln10/B')
@@ -19,25 +18,6 @@ VARIANTS = {
     "blk_clean": {"pattern": "blk_clean", "shift": False, "posmask": False},
     "blk_clean_posmask": {"pattern": "blk_clean", "shift": False, "posmask": True},
 }
-
-
-@dataclass
-class DataConfig:
-    corpus: str | None = None    # paper scale: a hub corpus (streaming it is not implemented here)
-    n_train_docs: int = 20000
-    n_eval: int = 300            # per task
-    max_digits: int = 3
-    rev_min: int = 6
-    rev_max: int = 16
-    # generated tasks (each a doc type and a held-out eval task); `mix` = doc weights of the tasks + pcfg
-    tasks: list[str] = field(default_factory=lambda: ["add", "rev"])
-    mix: list[float] = field(default_factory=lambda: [1.0, 1.0, 1.0])
-    rev_chars: str = LETTERS     # alphabet of the reversed / copied strings
-    fixed_format: bool = False   # zero-pad addition operands to max_digits and the sum to max_digits+1
-    seed: int = 0
-
-
-TASKS = ("add", "rev", "copy")
 
 
 def add_line(rng, max_digits, fixed=False):
@@ -65,17 +45,11 @@ def build_data(cfg: DataConfig, out: str):
     if cfg.corpus is not None:
         raise InputError(f"config key 'corpus': hub corpus {cfg.corpus!r} is a paper-scale pointer; "
                          "only the generated tiny corpus (corpus: null) is implemented")
-    if not cfg.tasks or any(t not in TASKS for t in cfg.tasks) or len(set(cfg.tasks)) != len(cfg.tasks):
-        raise InputError(f"config key 'tasks': distinct names from {list(TASKS)}, got {cfg.tasks}")
-    k = len(cfg.tasks)
-    if len(cfg.mix) != k + 1 or min(cfg.mix) < 0 or sum(cfg.mix[:k]) <= 0:
-        raise InputError(f"config key 'mix': {k + 1} non-negative weights ({', '.join(cfg.tasks)}, pcfg), "
-                         f"got {cfg.mix}")
-    if not 1 <= cfg.rev_min <= cfg.rev_max:
-        raise InputError(f"config key 'rev_min': need 1 <= rev_min <= rev_max, got {cfg.rev_min}, {cfg.rev_max}")
-    if not cfg.rev_chars or any(c in "+= \n" for c in cfg.rev_chars):
-        raise InputError(f"config key 'rev_chars': a non-empty alphabet without '+', '=', space or newline, "
+    # tasks, mix and the rev lengths are checked by DataConfig (methods/efficient_dlm/config.py)
+    if any(c in "+= \n" for c in cfg.rev_chars):
+        raise InputError(f"config key 'data.rev_chars': an alphabet without '+', '=', space or newline, "
                          f"got {cfg.rev_chars!r}")
+    k = len(cfg.tasks)
     rng = random.Random(cfg.seed)
     docs = []
     for _ in range(cfg.n_train_docs):
@@ -107,15 +81,6 @@ def build_data(cfg: DataConfig, out: str):
     return {"docs": len(docs), "eval": len(evals), "vocab": len(tok)}
 
 
-@dataclass
-class ArConfig:
-    hub_id: str | None
-    model: ModelConfig
-    train: TrainConfig
-    seq_len: int = 64
-    seed: int = 0
-
-
 def _stream(data, tok, seq_len):
     from methods.core.data import TokenStream
 
@@ -123,31 +88,22 @@ def _stream(data, tok, seq_len):
 
 
 def train_ar(cfg: ArConfig, data: str, out: str):
-    from methods.core.models import build_model, load_model, save_model
+    """The DAG step: at paper scale the pretrained AR base saved as is, else the tiny AR trained."""
+    from methods.core.models import hub_or_trained_base
+
+    return hub_or_trained_base(cfg.hub_id, out, lambda: _train_ar(cfg, data))
+
+
+def _train_ar(cfg: ArConfig, data: str):
+    from methods.core.models import build_model
     from methods.core.tokenizer import load_tokenizer
     from methods.core.train import train
 
-    if cfg.hub_id is not None:     # paper scale: the pretrained AR base, saved as is
-        model, tok = load_model(cfg.hub_id, dtype="auto")  # copied in its own dtype
-        save_model(model, tok, out)
-        return {"hub_id": cfg.hub_id}
     tok = load_tokenizer(Path(data) / "tokenizer")
     stream = _stream(data, tok, cfg.seq_len)
     model = build_model(cfg.model, tok, cfg.seed)
     rows = train(model, lambda s: stream.batch(s, cfg.train.batch_size, cfg.seed), cfg.train, desc="ar")
-    save_model(model, tok, out, {"train_log.json": json.dumps(rows)})
-    return rows[-1]
-
-
-@dataclass
-class ConvertConfig:
-    train: TrainConfig
-    block: int = 8
-    seq_len: int = 64
-    beta: float | None = None     # None = ln 10 / block (λ = exp(−β·B') = 0.1; best β per notes on Eq. 2, NV)
-    eps: float = 1e-3
-    clean_intra: str = "causal"
-    seed: int = 0
+    return model, tok, rows[-1], {"train_log.json": json.dumps(rows)}
 
 
 def diffusion_mask_id(tok, model=None) -> int:
@@ -188,8 +144,6 @@ def convert(cfg: ConvertConfig, variant: str, ar: str, data: str, out: str):
     from .dlm import diffusion_loss
 
     spec = variant_spec(variant, cfg)
-    if cfg.seq_len % cfg.block:
-        raise InputError(f"config key 'seq_len' ({cfg.seq_len}) must be a multiple of 'block' ({cfg.block})")
     model, tok = load_model(ar, training=True)
     stream = _stream(data, tok, cfg.seq_len)
     mask_id = diffusion_mask_id(tok, model)     # may add <|mask|> (saved with the tokenizer below)
@@ -206,15 +160,6 @@ def convert(cfg: ConvertConfig, variant: str, ar: str, data: str, out: str):
     save_model(model, tok, out, {"variant.json": json.dumps({"variant": variant, **spec}),
                                  "train_log.json": json.dumps(rows)})
     return rows[-1]
-
-
-@dataclass
-class EvalConfig:
-    block: int = 8
-    thresholds: list[float] = field(default_factory=lambda: [0.99, 0.9, 0.7, 0.5])
-    max_new: int = 24
-    n_per_task: int = 300
-    batch_size: int = 600
 
 
 def _load_eval(data, n):
@@ -250,9 +195,9 @@ def decode_all(model, tok, rows, how, cfg: EvalConfig, threshold=None, spec=None
     """Decode every prompt in batches; returns (scores, wall seconds)."""
     import torch
 
-    from .dlm import decode_ar, decode_dlm
-
     from methods.core.tokenizer import ensure_pad, token_id
+
+    from .dlm import decode_ar, decode_dlm
 
     # the stand-alone "\n" token ("Ċ" in byte-level BPE, where convert_tokens_to_ids("\n") is
     # None); a "\n" merged into a bigger token does not stop the id-based decoders

@@ -13,24 +13,29 @@ import sys
 
 from methods.core import cli
 from methods.core.config import from_json
-from methods.core.results import write_json, write_metrics, write_text
+from methods.core.results import InputError, write_json, write_metrics, write_text
 
 
 def _split(a):
+    from .config import Hub
+
     d = json.loads(a.config)
-    from .run import Hub
-    hub = from_json(Hub, json.dumps(d.pop("hub", {})), "hub")
+    if not isinstance(d, dict) or "hub" not in d:
+        raise InputError("missing config key 'hub' (the fusionroute.hub section, passed beside the step's)")
+    hub = from_json(Hub, json.dumps(d.pop("hub")), "hub")
     return json.dumps(d), hub
 
 
 def _data(a):
-    from .data import DataConfig, build
+    from .config import DataConfig
+    from .data import build
 
     print(f"data: {build(from_json(DataConfig, a.config, 'data'), a.out)}", file=sys.stderr)
 
 
 def _expert(a):
-    from .run import ExpertConfig, train_expert
+    from .config import ExpertConfig
+    from .experts import train_expert
 
     cli.set_threads(a.threads)
     cfg, hub = _split(a)
@@ -39,7 +44,8 @@ def _expert(a):
 
 
 def _sft(a):
-    from .run import RouterConfig, sft_router
+    from .config import RouterConfig
+    from .router import sft_router
 
     cli.set_threads(a.threads)
     cfg, hub = _split(a)
@@ -48,12 +54,13 @@ def _sft(a):
 
 
 def _cdpo(a):
-    from .run import CDPOConfig, EvalConfig, cdpo
+    from .cdpo import cdpo
+    from .config import CDPOConfig, EvalConfig
 
     cli.set_threads(a.threads)
     cfg, hub = _split(a)
     d = json.loads(cfg)
-    ev = from_json(EvalConfig, json.dumps(d.pop("eval")), "eval")
+    ev = from_json(EvalConfig, json.dumps(d.pop("eval", None)), "eval")   # missing: a one-line error
     info = cdpo(from_json(CDPOConfig, json.dumps(d), "cdpo"), ev, a.data, a.experts, a.router,
                 a.out, a.prefs, hub)
     print(f"cdpo: frac rejected = model output {info['frac_rejected_model_output']:.2f}", file=sys.stderr)
@@ -62,7 +69,9 @@ def _cdpo(a):
 def _evaluate(a):
     import time
 
-    from .run import EvalConfig, claim_metrics, evaluate, plot, table
+    from .config import EvalConfig
+    from .evaluate import evaluate
+    from .report import claim_metrics, claim_notes, plot, table
 
     cli.set_threads(a.threads)
     cfg, hub = _split(a)
@@ -70,18 +79,7 @@ def _evaluate(a):
     res = evaluate(from_json(EvalConfig, cfg, "eval"), a.data, a.experts, a.sft, a.cdpo, a.out, hub)
     write_metrics(a.out, res, json.loads(a.config), None, time.perf_counter() - t0)
     m = claim_metrics(res)
-    em = res["em"]
-    fr, eo, sft = em["fusionroute"], em["expert_only_routing"], em["fusionroute_sft"]
-    # the numbers behind every claim metric, so a failing claim is explained in the table
-    notes = {
-        "c1_margin_vs_best_expert": f"macro EM FusionRoute {fr['macro']:.1f} vs best expert {m['best_single_expert_macro_em']:.1f}",
-        "c1_margin_vs_expert_only": f"macro EM FusionRoute {fr['macro']:.1f} vs expert-only routing {eo['macro']:.1f}",
-        "c2_min_home_gap": "; ".join(f"{d}: {fr[d]:.1f} vs expert {em['expert_' + d][d]:.1f}" for d in ("add", "rev", "brk")),
-        "c3_comp_gain": f"comp EM FusionRoute {fr['comp']:.1f} vs expert-only {eo['comp']:.1f} (router alone {em['router_alone']['comp']:.1f})",
-        "c4_add_gain_vs_router": f"add EM FusionRoute {fr['add']:.1f} vs router alone {em['router_alone']['add']:.1f}",
-        "c5_cdpo_minus_sft": f"macro EM SFT+CDPO {fr['macro']:.1f} vs SFT only {sft['macro']:.1f}",
-    }
-    m["notes"] = notes
+    m["notes"] = claim_notes(res, m)
     write_json(a.summary, m)
     write_text(a.table, table(res))
     plot(res, a.figure)

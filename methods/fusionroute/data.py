@@ -12,27 +12,16 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
+
+from .config import DataConfig
 
 EXPERT_DOMAINS = ("add", "rev", "brk")
 DOMAINS = EXPERT_DOMAINS + ("comp",)
 STOP = ";"
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 OPEN, CLOSE = "([{<", ")]}>"
-
-
-@dataclass
-class DataConfig:
-    n_train: int = 4000           # per domain
-    n_test: int = 100             # per domain
-    add_digits: int = 2           # operands have 1..add_digits digits
-    rev_min: int = 3
-    rev_max: int = 6
-    brk_min: int = 3
-    brk_max: int = 6
-    home_frac: float = 0.9
-    seed: int = 0
 
 
 def _operand(rng: random.Random, digits: int) -> int:
@@ -116,3 +105,22 @@ def build(cfg: DataConfig, out: str | Path) -> dict:
         (tmp / "data_config.json").write_text(json.dumps(asdict(cfg), indent=1))
         save_tokenizer(train_tokenizer([alphabet()], kind="char"), tmp / "tokenizer")
     return {"train": len(train), "test": len(test)}
+
+
+# ---- reading what `build` wrote --------------------------------------------------------------
+def load_tok(data_dir):
+    """The char tokenizer saved by `build`."""
+    from methods.core.tokenizer import load_tokenizer
+
+    return load_tokenizer(Path(data_dir) / "tokenizer")
+
+
+def saved_home_frac(data_dir) -> float:
+    """The `home_frac` the data was built with (the experts' mixture uses it)."""
+    from methods.core.results import read_json
+
+    return read_json(Path(data_dir) / "data_config.json")["home_frac"]
+
+
+def prompt_answer_pairs(items: list[dict]) -> list[tuple[str, str]]:
+    return [(t["prompt"], t["answer"]) for t in items]

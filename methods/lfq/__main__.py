@@ -19,13 +19,15 @@ from methods.core.results import InputError, read_json, write_metrics
 
 
 def _data(a):
-    from .data import DataConfig, build
+    from .config import DataConfig
+    from .data import build
 
     print(f"data: {build(from_json(DataConfig, a.config, 'data'), a.out)}", file=sys.stderr)
 
 
 def _train(a):
-    from .base import BaseConfig, train_base
+    from .base import train_base
+    from .config import BaseConfig
 
     cli.set_threads(a.threads)
     print(f"train: {train_base(from_json(BaseConfig, a.config, 'base'), a.data, a.out)}", file=sys.stderr)
@@ -37,7 +39,8 @@ def _calibrate(a):
     from methods.core.results import atomic_path
     from methods.core.tokenizer import load_tokenizer
 
-    from .data import CalibConfig, calibration_ids
+    from .config import CalibConfig
+    from .data import calibration_ids
 
     cfg = from_json(CalibConfig, a.config, "calib")
     ids = calibration_ids(cfg, a.data, load_tokenizer(a.base))
@@ -96,7 +99,8 @@ def _final(a):
 
 
 def _evaluate(a):
-    from .evaluate import EvalConfig, evaluate_models
+    from .config import EvalConfig
+    from .evaluate import evaluate_models
 
     cli.set_threads(a.threads)
     cfg = from_json(EvalConfig, a.config, "eval")
@@ -106,7 +110,8 @@ def _evaluate(a):
 
 
 def _report(a):
-    from .analysis import AnalysisConfig, report
+    from .analysis import report
+    from .config import AnalysisConfig
 
     cfg = from_json(AnalysisConfig, a.config, "analysis")
     report(cfg, [read_json(p) for p in a.evals], a.table, a.summary, a.figure, json.loads(a.config))

@@ -8,16 +8,9 @@ case over settings and the notes hold the per-setting numbers.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from methods.core.results import InputError, write_metrics, write_text
 
-
-@dataclass
-class AnalysisConfig:
-    mse_variant: str = "omni"
-    headmse_variant: str = "omni-headmse"
-    lfq_variant: str = "omni-lfq"
+from .config import AnalysisConfig
 
 
 def _rows(evals: list[dict]) -> list[dict]:

@@ -20,30 +20,12 @@ seeds, see above) and tokenizer/.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
 from methods.core.data import pcfg_sentence
 from methods.core.results import InputError, atomic_path, write_jsonl
 
-
-@dataclass
-class DataConfig:
-    train_chars: int = 1_500_000
-    val_chars: int = 60_000
-    calib_chars: int = 60_000
-    sum_fraction: float = 0.6       # share of lines that are running-sum lines
-    n_digits: int = 30              # generated digits per prompt = the longest bucket
-    n_eval: int = 100               # evaluation seeds, ≤ 100 (planned: 300 prompts per bucket)
-    seed: int = 0
-
-    def __post_init__(self):
-        if not 0 < self.sum_fraction <= 1:
-            raise InputError(f"config key 'sum_fraction' must be in (0, 1], got {self.sum_fraction}")
-        for key in ("train_chars", "val_chars", "calib_chars", "n_digits", "n_eval"):
-            if getattr(self, key) < 1:
-                raise InputError(f"config key '{key}' must be positive, got {getattr(self, key)}")
-
+from .config import CalibConfig, DataConfig
 
 SEED_DIGITS = 2
 
@@ -97,19 +79,6 @@ def build(cfg: DataConfig, out_dir: str | Path) -> dict:
         tok.save_pretrained(tmp / "tokenizer")
         sizes = {k: len(v) for k, v in texts.items()} | {"vocab": len(tok), "n_eval": len(evals)}
     return sizes
-
-
-@dataclass
-class CalibConfig:
-    """Calibration set (OmniQuant's default: 128 × 2048-token WikiText-2 train
-    segments; tiny: 64 × 128)."""
-    source: str = "generated"       # "generated" (calib.txt of the data step) or a hub dataset id
-    subset: str | None = None       # e.g. "wikitext-2-raw-v1"
-    split: str = "train"
-    text_field: str = "text"
-    n_samples: int = 64
-    seq_len: int = 128
-    seed: int = 0
 
 
 def calibration_ids(cfg: CalibConfig, data_dir: str | Path, tokenizer):

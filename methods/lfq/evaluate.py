@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import re
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -24,26 +23,7 @@ from methods.core.evaluate import export_task, run_lm_eval
 from methods.core.models import load_model
 from methods.core.results import InputError, read_jsonl
 
-SUM_TASK = "lfq_running_sum"
-
-
-@dataclass
-class EvalConfig:
-    seq_len: int = 96
-    n_kl_seqs: int = 200            # tiny: 200 held-out sequences
-    n_ppl_seqs: int = 64
-    buckets: list[int] = field(default_factory=lambda: [10, 20, 30])
-    batch_size: int = 50
-    ppl_source: str | None = None   # None: generated PCFG text; else a hub dataset id
-    ppl_subset: str | None = None
-    lm_eval_tasks: list[str] = field(default_factory=list)
-    lm_eval_limit: int | None = None
-
-    def __post_init__(self):
-        if not self.buckets or sorted(self.buckets) != self.buckets:
-            raise InputError(f"config key 'buckets' must be a non-empty increasing list, got {self.buckets}")
-        if SUM_TASK in self.lm_eval_tasks and len(self.lm_eval_tasks) > 1:
-            raise InputError(f"config key 'lm_eval_tasks': {SUM_TASK!r} runs alone (an exported task)")
+from .config import SUM_TASK, EvalConfig
 
 
 def _ppl_text(cfg: EvalConfig, data_dir: Path) -> str:

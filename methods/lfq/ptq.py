@@ -23,6 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .config import QuantSection, Setting
 from .gptq import gptq_quantize
 from .quantizer import LWCLinear, rtn
 
@@ -33,18 +34,8 @@ OBJECTIVES = ("mse", "headmse", "lfq")
 
 
 @dataclass
-class QuantConfig:
-    bits: int = 3
-    group_size: int = 32
-    epochs: int = 10              # LWC epochs over the calibration set (tiny: 10)
-    batch_size: int = 4           # tiny: batch 4
-    lr: float = 1e-2              # AdamW, weight decay 0 (OmniQuant's defaults)
-    chunk: int = 256              # tokens per vocab-softmax chunk (our choice, bounds memory)
-    gptq_block_size: int = 128
-    gptq_percdamp: float = 0.01
-    gptq_act_order: bool = False
-    forward_batch: int = 16       # sequences per no-grad forward (activation propagation)
-    seed: int = 0
+class QuantConfig(QuantSection, Setting):
+    """The `quant` section plus one setting's bits and group size (the workflow merges them in)."""
 
 
 def _sub(module: nn.Module, dotted: str) -> nn.Module:

@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from . import synth
+from .config import BuildConfig, PolicyConfig
 
 Embed = Callable[[list[str]], np.ndarray]
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
@@ -303,13 +304,6 @@ class TemplateMemoraLLM(MemoraLLM):
 
 
 # --------------------------------------------------------------------------- building stores
-@dataclasses.dataclass
-class BuildConfig:
-    consolidate_k: int = 5          # R(a_i): top-k existing abstractions (not stated in the paper; our choice 5)
-    gamma: float = 0.7              # U = {m in R: cos >= gamma} (not stated in the paper; our choice 0.7)
-    chunk_turns: int = 3            # RAG chunk size in turns
-
-
 def turn_stream(conv: dict):
     for s in conv["sessions"]:
         for t in s["turns"]:
@@ -384,13 +378,6 @@ def rag_as_memora(chunks, embed: Embed) -> Store:
 
 
 # --------------------------------------------------------------------------- retrieval
-@dataclasses.dataclass
-class PolicyConfig:
-    k: int = 5                # semantic top-k (also the policy's initial working set)
-    expand: int = 2           # frontier entries moved into W per EXPAND
-    budget: int = 4           # B: actions after the initial lookup (each costs 1)
-
-
 def retrieve(store: Store, question: str, embed: Embed, policy: str, llm: MemoraLLM,
              cfg: PolicyConfig) -> dict:
     """Alg. 1. `semantic`: one top-k lookup, STOP. `policy`: W0 = the semantic set, frontier =

@@ -12,59 +12,22 @@ from methods.core.config import from_dict
 from methods.core.results import InputError, read_json, read_jsonl, write_json, write_jsonl, write_text
 
 from . import memory, metrics, synth
+from .config import BuildConfig, Config, DataConfig, LLMConfig, PolicyConfig
 
 STORES = ("rag", "factstore", "memora", "memora_noanchor")
 POLICIES = ("semantic", "policy")
 
 
-@dataclasses.dataclass
-class DataConfig:
-    source: str                 # generated | locomo | longmemeval
-    path: str | None
-    sha256: str | None
-    limit: int | None
-    synth: dict
-
-
-@dataclasses.dataclass
-class LLMConfig:
-    kind: str                   # template (simulator) | prompted
-    base_url: str | None        # prompted: an OpenAI-compatible endpoint (vLLM, hosted API)
-    model: str | None           # prompted: the model id served there
-    api_key_env: str | None     # prompted: env var holding the key (read at request time)
-    max_new_tokens: int | None = None   # prompted: reply budget of each call (None: 512)
-
-
-@dataclasses.dataclass
-class MemoraConfig:
-    data: dict
-    embedder: str               # minilm | hash
-    llm: dict
-    build: dict
-    policy: dict
-    runs: list
-
-
-def parse(cfg: dict) -> tuple[MemoraConfig, DataConfig, LLMConfig, memory.BuildConfig, memory.PolicyConfig]:
-    mc = from_dict(MemoraConfig, cfg, "memora")
-    dc = from_dict(DataConfig, mc.data, "memora.data")
-    if dc.source not in ("generated", "locomo", "longmemeval"):
-        raise InputError(f"memora.data.source: unknown source {dc.source!r}")
-    if dc.source == "generated":
-        from_dict(synth.SynthConfig, dc.synth, "memora.data.synth")
-    elif not dc.path:
+def parse(cfg: dict) -> tuple[Config, DataConfig, LLMConfig, BuildConfig, PolicyConfig]:
+    """The `memora:` section, every key checked (methods/memora/config.py), plus the checks that
+    relate keys: a benchmark source needs its file, a prompted LLM its endpoint and model."""
+    mc = from_dict(Config, cfg, "memora")
+    dc, lc = mc.data, mc.llm
+    if dc.source != "generated" and not dc.path:
         raise InputError(f"memora.data.path is required for source {dc.source!r}")
-    if mc.embedder not in ("minilm", "hash"):
-        raise InputError(f"memora.embedder: unknown embedder {mc.embedder!r}")
-    lc = from_dict(LLMConfig, mc.llm, "memora.llm")
-    if lc.kind not in ("template", "prompted") or (lc.kind == "prompted" and not (lc.base_url and lc.model)):
+    if lc.kind == "prompted" and not (lc.base_url and lc.model):
         raise InputError(f"memora.llm.kind: template, or prompted with base_url and model; got {lc.kind!r}")
-    for r in mc.runs:
-        st, _, po = str(r).partition(":")
-        if st not in STORES or po not in POLICIES:
-            raise InputError(f"memora.runs: bad run {r!r} (store:policy, stores {STORES}, policies {POLICIES})")
-    return (mc, dc, lc, from_dict(memory.BuildConfig, mc.build, "memora.build"),
-            from_dict(memory.PolicyConfig, mc.policy, "memora.policy"))
+    return mc, dc, lc, mc.build, mc.policy
 
 
 def make_llm(lc: LLMConfig) -> memory.MemoraLLM:
@@ -88,7 +51,7 @@ def llm_stats(llm: memory.MemoraLLM) -> dict:
 def step_data(cfg: dict, out: str) -> dict:
     _, dc, *_ = parse(cfg)
     if dc.source == "generated":
-        convs, qas = synth.generate(from_dict(synth.SynthConfig, dc.synth, "memora.data.synth"))
+        convs, qas = synth.generate(dc.synth)
     else:
         from . import loaders
         load = loaders.load_locomo if dc.source == "locomo" else loaders.load_longmemeval
@@ -103,7 +66,7 @@ def load_data(d: str):
     return read_json(Path(d) / "convs.json"), read_json(Path(d) / "qa.json")
 
 
-def cache_texts(convs, qas, llm: memory.MemoraLLM, build: memory.BuildConfig) -> list[str]:
+def cache_texts(convs, qas, llm: memory.MemoraLLM, build: BuildConfig) -> list[str]:
     """Every text the builds and retrievals embed that can be known up front: questions (and
     their refinements by each speaker/person name), RAG chunks, extracted abstractions and
     anchors (exact for the template simulator; a prompted LLM's are embedded on a miss)."""

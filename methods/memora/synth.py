@@ -16,9 +16,10 @@ it; a group is recalled when any of its turns is retrieved. `evidence` is the fl
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import random
+
+from .config import SynthConfig
 
 NAMES = ["Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Henry", "Irene", "Jack",
          "Karen", "Liam", "Maya", "Noah", "Olga", "Peter", "Quinn", "Rosa", "Sam", "Tara",
@@ -66,19 +67,6 @@ QUESTIONS = {
     "event": "When did {p} {v}?", "never": "What is {p}'s {v}?",
 }
 CATEGORY = {"multi_hop": 1, "temporal": 2, "adversarial": 5, "single_hop": 4, "knowledge_update": 6}
-
-
-@dataclasses.dataclass
-class SynthConfig:
-    n_conversations: int
-    n_sessions: int
-    turns_per_session: int
-    filler_fraction: float
-    max_mentions: int
-    n_events: int
-    update_session: int
-    start_date: str
-    seed: int
 
 
 def fmt_date(d: dt.date) -> str:

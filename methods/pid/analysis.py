@@ -1,7 +1,6 @@
 """Claim metrics (summary.json), a markdown table and the two figures. No torch."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 import statistics
 
 import numpy as np
@@ -9,15 +8,11 @@ import numpy as np
 from methods.core.plots import figure, save
 from methods.core.results import write_metrics, write_text
 
+from .config import AnalysisConfig
+
 FAMS = ("RED", "U_TXT", "U_VIS", "SYN")
 EXPECTED = {"RED": "R", "U_TXT": "U_txt", "U_VIS": "U_vis", "SYN": "S"}
 ATOMS = ("R", "U_vis", "U_txt", "S")
-
-
-@dataclass
-class AnalysisConfig:
-    profile_config: str      # configuration whose per-family PID is C1's profile
-    min_configs: int         # fewer VL configurations than this: C2 is not measured
 
 
 def _spearman(a, b):

@@ -2,12 +2,11 @@
 decision-level PID, the vision-masking intervention and PID-guided reweighting."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 from torch import nn
 
+from .config import PIDConfig, ReweightConfig, TrainConfig
 from .estimators import batch_pid, batch_pid_avg, conditional_pid
 from .synth import AUD_VOCAB, FAMILIES, IMG_VOCAB, N_CLASSES, TXT_VOCAB
 
@@ -55,20 +54,6 @@ def emb_stats(model, batch):
 
 def subset(d: dict, idx) -> dict:
     return {k: v[idx] for k, v in d.items()}
-
-
-@dataclass
-class TrainConfig:
-    d: int
-    hidden: int
-    jitter: float
-    steps: int
-    batch_size: int
-    lr: float
-    mask_prob: float
-    checkpoints: dict        # name → fraction of the steps
-    mixes: dict              # name → family weights (RED, U_TXT, U_VIS, SYN); "omni" is the AV model
-    seed: int
 
 
 def train_mix(cfg: TrainConfig, data: dict, mix: str) -> dict:
@@ -150,18 +135,6 @@ def decisions(cfg: TrainConfig, model, profile: dict, test: dict, omni: bool) ->
             "delta_vision": acc - acc_nv, "family_acc": fam_acc}
 
 
-@dataclass
-class PIDConfig:
-    batch_size: int
-    n_batches: int
-    epochs: int
-    lr: float
-    sinkhorn_iters: int
-    sinkhorn_tol: float
-    family_configs: list     # configurations that also get a per-family PID (C1's profile)
-    seed: int
-
-
 def _kw(pc: PIDConfig) -> dict:
     return dict(batch_size=pc.batch_size, n_batches=pc.n_batches, seed=pc.seed, epochs=pc.epochs,
                 lr=pc.lr, sinkhorn_iters=pc.sinkhorn_iters, sinkhorn_tol=pc.sinkhorn_tol)
@@ -188,20 +161,6 @@ def pid_of(pc: PIDConfig, dec: dict, test: dict, omni: bool, families: bool = Tr
     if families:
         out["families"] = {f: one(test["fam"] == k) for k, f in enumerate(FAMILIES)}
     return out
-
-
-@dataclass
-class ReweightConfig:
-    base: str               # "<mix>_<checkpoint>" to fine-tune
-    n_ft: int               # fine-tuning items (family-balanced train pool)
-    top_k: int
-    gap_weight: float
-    shortcut_weight: float
-    tau: float
-    steps: int
-    batch_size: int
-    lr: float
-    seeds: list
 
 
 def pid_scores(pc: PIDConfig, model, profile, items) -> dict:

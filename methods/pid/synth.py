@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .config import Data
+
 FAMILIES = ("RED", "U_TXT", "U_VIS", "SYN")
 N_CLASSES = 4
 IMG_VOCAB = 32
@@ -29,14 +31,8 @@ AV_WORD = 4
 
 
 @dataclass
-class DataConfig:
-    n_train: int
-    n_profile: int
-    n_test: int
-    n_av_train: int
-    n_av_test: int
-    vision_only_frac: float
-    seed: int
+class DataConfig(Data):
+    """The data step's config: the scale file's `data` section plus its `hub` section."""
     hub: dict                # paper scale: the real MLLMs and benchmarks
 
 

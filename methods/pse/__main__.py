@@ -3,7 +3,7 @@
     python -m methods.pse <step> --config '<json>' [files...]
 
 Steps: scenarios → run (per agent) / pipeline / defend (per defence) → metrics.
-`--config` is the step's section of `config/scales/<scale>.yaml` (as built in common.smk)."""
+`--config` is the step's section of `config/scales/<scale>.yaml` (as built in workflow/rules/helpers/pse.smk)."""
 from __future__ import annotations
 
 import json
@@ -16,16 +16,18 @@ from methods.core.results import InputError, read_jsonl, write_jsonl
 
 
 def _agent(a):
-    from .run import AgentConfig, make_agent_llm
+    from .config import AgentConfig
+    from .run import make_agent_llm
 
     cfg = from_json(AgentConfig, a.config, "agent")
     return cfg, make_agent_llm(cfg.spec, f"agent {cfg.name}.spec")
 
 
 def _scenarios(a):
-    from .scenarios import ScenarioConfig, build
+    from .config import ScenarioConfig
+    from .scenarios import build
 
-    rows = build(from_json(ScenarioConfig, a.config, "scenarios"))
+    rows = build(from_json(ScenarioConfig, a.config, "pse.scenarios"))
     write_jsonl(a.out, rows)
     print(f"scenarios: {len(rows)}", file=sys.stderr)
 
@@ -66,7 +68,8 @@ def _metrics(a):
     from methods.core.config import from_dict
     from methods.core.results import write_metrics, write_text
 
-    from .analysis import AnalysisConfig, analyse, figure
+    from .analysis import analyse, figure
+    from .config import AnalysisConfig, JudgeConfig
     from .run import judge
 
     t0 = time.perf_counter()
@@ -74,9 +77,8 @@ def _metrics(a):
     for k in ("analysis", "judge", "primary", "planted"):
         if k not in cfg:
             raise InputError(f"metrics: config key {k!r} is missing")
-    acfg = from_dict(AnalysisConfig, cfg["analysis"], "analysis")
-    if cfg["judge"].get("kind") not in ("string", "llm"):
-        raise InputError(f"judge.kind: expected 'string' or 'llm', got {cfg['judge'].get('kind')!r}")
+    acfg = from_dict(AnalysisConfig, cfg["analysis"], "pse.analysis")
+    from_dict(JudgeConfig, cfg["judge"], "pse.judge")
     scen = {s["id"]: s for s in read_jsonl(a.scenarios)}
     labels = {}
     for path in a.runs:

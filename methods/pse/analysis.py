@@ -2,22 +2,15 @@
 the claim metrics and the figure."""
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
+from .config import AnalysisConfig
 from .scenarios import TYPES
 from .stats import compounding, fit_hazard, slope_ci, wilson
 
 SIM_NOTE = ("SimAgent is a scripted simulator with planted probabilities standing in for an "
             "instruction-tuned tool-using LLM agent (and for the D1 verifier); at this scale the "
             "metric checks that the harness recovers the planted value, not any real model's behaviour.")
-
-
-@dataclasses.dataclass
-class AnalysisConfig:
-    conf: float          # confidence level of every interval (0.95)
-    min_cells_in_ci: float  # informational: the claim threshold lives in claims.yaml
 
 
 def planted_rate(p: dict, ctype: str, N: int, T: int, P: int, t: int) -> float:
@@ -32,23 +25,27 @@ def _rate(k, n, conf):
     return {"k": int(k), "n": int(n), "rate": k / n if n else float("nan"), "lo": lo, "hi": hi}
 
 
-def analyse(scen: dict, labels: dict, pipe: list, defs: dict, planted: dict | None,
-            primary: str, cfg: AnalysisConfig) -> tuple[dict, dict]:
-    """`labels[agent]` = {id: [0/1 per probe turn]}; `pipe` = {id: [0/1 per stage]};
-    `defs[d]` = {id: {"final": 0/1, "draft": 0/1, "flagged": bool}}. Returns (metrics, tables)."""
-    conf = cfg.conf
-    tables: dict = {"rates": [], "persistence": [], "compounding": [], "defence": []}
-    m: dict = {"notes": {}}
-    # ---- factorial cells at the first probe (t = 1), per agent
-    n0_max, n1_max, susc = 0.0, 0.0, {}
-    in_ci = []
-    for agent, lab in labels.items():
-        cells: dict = {}
-        for i, y in lab.items():
-            sc = scen[i]
-            if sc["kind"] != "factorial":
-                continue
+def _factorial_cells(scen: dict, lab: dict) -> dict:
+    """{(type, N, T, P): [0/1 per probe turn of each trial]} over one agent's factorial trials."""
+    cells: dict = {}
+    for i, y in lab.items():
+        sc = scen[i]
+        if sc["kind"] == "factorial":
             cells.setdefault((sc["type"], sc["N"], sc["T"], sc["P"]), []).append(y)
+    return cells
+
+
+def _factorial(scen: dict, labels: dict, planted: dict | None, primary: str,
+               conf: float) -> tuple[dict, list, dict]:
+    """The 2×2×2 factorial (name binding N, trigger T, boundary P) × payload type, per agent, at the
+    first probe (t = 1): a rate row per cell (with the planted rate for the primary agent under the
+    simulator), the fraction of cells whose CI holds the planted rate, the largest contamination
+    with and without name binding, and each agent's susceptibility (the N = 1 rate).
+    Returns (metrics, rows, notes)."""
+    rows, in_ci, susc = [], [], {}
+    n0_max, n1_max = 0.0, 0.0
+    for agent, lab in labels.items():
+        cells = _factorial_cells(scen, lab)
         for (c, N, T, P), ys in sorted(cells.items()):
             r = _rate(sum(y[0] for y in ys), len(ys), conf)
             ever = float(np.mean([max(y) for y in ys]))
@@ -60,31 +57,38 @@ def analyse(scen: dict, labels: dict, pipe: list, defs: dict, planted: dict | No
                 n0_max = max(n0_max, ever)
             else:
                 n1_max = max(n1_max, ever)
-            tables["rates"].append(row)
+            rows.append(row)
         bound = [y[0] for (c, N, T, P), ys in cells.items() if N for y in ys]
         susc[agent] = float(np.mean(bound)) if bound else float("nan")
-    m["cells_within_ci_frac"] = float(np.mean(in_ci)) if in_ci else None
-    m["n_cells_checked"] = len(in_ci)
+    m: dict = {"cells_within_ci_frac": float(np.mean(in_ci)) if in_ci else None, "n_cells_checked": len(in_ci)}
+    notes = {}
     # "no contamination without name binding" says nothing when no agent was contaminated with it
     # either (e.g. an agent that never follows the note): then the check is vacuous, not passed
     m["n0_max_rate"] = n0_max if n1_max > 0 else None
     if n1_max == 0 and labels:
-        m["notes"]["n0_max_rate"] = (f"vacuous: no trial with name binding (N = 1) was contaminated "
-                                     f"either (N = 0 max {n0_max})")
+        notes["n0_max_rate"] = (f"vacuous: no trial with name binding (N = 1) was contaminated "
+                                f"either (N = 0 max {n0_max})")
     m["susceptibility"] = susc
     m["susceptibility_min"] = min(susc.values()) if susc else None
     m["susceptibility_max"] = max(susc.values()) if susc else None
-    # ---- persistence (primary agent, N = T = 1, P = 0)
-    lab = labels.get(primary, {})
-    slopes_ok, h_err, flat = [], None, []
+    return m, rows, notes
+
+
+def _persistence(scen: dict, lab: dict, planted: dict | None, conf: float) -> tuple[dict, list, dict]:
+    """Contamination over the probe turns of the persistence trials (one agent, N = T = 1, P = 0):
+    a rate row per type and turn, the decay last/first turn, the hazard fit of factual payloads
+    (which self-correct) and, for the other types, whether the per-turn slope's CI holds 0 (no decay).
+    Returns (metrics, rows, notes)."""
+    m: dict = {}
+    rows, notes, slopes_ok, h_err, flat = [], {}, [], None, []
     for c in TYPES:
         ys = np.array([y for i, y in lab.items() if scen[i]["kind"] == "persistence" and scen[i]["type"] == c])
         if ys.size == 0:
             continue
         n, H = ys.shape
         for t in range(H):
-            tables["persistence"].append({"type": c, "t": t + 1, **_rate(ys[:, t].sum(), n, conf),
-                                          **({"planted": planted_rate(planted, c, 1, 1, 0, t + 1)} if planted else {})})
+            rows.append({"type": c, "t": t + 1, **_rate(ys[:, t].sum(), n, conf),
+                         **({"planted": planted_rate(planted, c, 1, 1, 0, t + 1)} if planted else {})})
         decay = ys[:, -1].mean() / ys[:, 0].mean() if ys[:, 0].mean() > 0 else float("nan")
         m[f"decay_{c}"] = float(decay)
         if c == "factual":
@@ -101,57 +105,101 @@ def analyse(scen: dict, labels: dict, pipe: list, defs: dict, planted: dict | No
     m["factual_h_abs_err"] = h_err
     m["nonfactual_no_decay"] = bool(slopes_ok) and all(slopes_ok) if not flat else None
     if flat:
-        m["notes"]["nonfactual_no_decay"] = (f"vacuous: no persistence trial of type(s) {flat} was "
-                                             "contaminated at the first probe, so there is nothing to decay")
-    # ---- compounding
+        notes["nonfactual_no_decay"] = (f"vacuous: no persistence trial of type(s) {flat} was "
+                                        "contaminated at the first probe, so there is nothing to decay")
+    return m, rows, notes
+
+
+def _compounding(pipe: dict, planted: dict | None, conf: float) -> tuple[dict, list]:
+    """Stage-wise contamination of the pipelines beside the closed form (with a planted simulator):
+    the rates, the last/first stage factor and whether every stage's CI holds the closed form.
+    Returns (metrics, rows)."""
+    ys = np.array(list(pipe.values()))
+    n, S = ys.shape
+    rates = [_rate(ys[:, s].sum(), n, conf) for s in range(S)]
+    closed = compounding(planted["q"], planted["p_carry"], planted["q"], S) if planted else [None] * S
+    rows = [{"stage": s + 1, **rates[s], "closed_form": closed[s]} for s in range(S)]
+    m = {"compounding_rates": [r["rate"] for r in rates],
+         "compounding_factor": rates[-1]["rate"] / rates[0]["rate"] if rates[0]["rate"] > 0 else None,
+         "compounding_closed_form": closed,
+         "compounding_within_ci": (all(r["lo"] - 1e-12 <= c <= r["hi"] + 1e-12 for r, c in zip(rates, closed))
+                                   if planted else None)}
+    return m, rows
+
+
+def _self_verification(sv: dict, panel: set, m: dict, d1: dict, planted: dict | None, conf: float) -> dict:
+    """D1 (context-isolated self-verification): the share of contaminated drafts it removed (with
+    its CI, against the planted catch rate), the contamination drop against no defence (`m` holds
+    the panel contamination per defence) and its larger flag rate on clean controls (`d1` its row)."""
+    drafts = [i for i in panel if sv[i]["draft"]]
+    removed = sum(1 - sv[i]["final"] for i in drafts)
+    r = _rate(removed, len(drafts), conf)
+    out = {"d1_reduction": r["rate"], "d1_reduction_ci": [r["lo"], r["hi"]],
+           "d1_reduction_ci_contains_planted": (r["lo"] - 1e-12 <= planted["catch"] <= r["hi"] + 1e-12
+                                                if planted else None)}
+    if m.get("contamination_none"):
+        out["d1_reduction_vs_none"] = 1 - m["contamination_selfverify"] / m["contamination_none"]
+    out["d1_fpr_clean"] = max(x for x in (d1["fpr_mention"], d1["fpr_nomention"]) if x is not None)
+    return out
+
+
+def _defences(scen: dict, defs: dict, planted: dict | None, conf: float) -> tuple[dict, list]:
+    """Per defence: contamination on the defence panel and flag rates on the clean controls (with
+    and without a mention of the entity); then D1's reduction and D2's (keyword filter) flag rates.
+    Returns (metrics, rows)."""
+    m: dict = {}
+    rows = []
+    panel = {i for i in next(iter(defs.values())) if scen[i]["kind"] == "defence"}
+    for d, res in defs.items():
+        k = sum(res[i]["final"] for i in panel)
+        ctrl = {mm: [res[i]["flagged"] for i in res if scen[i]["kind"] == "control" and scen[i]["mention"] == mm]
+                for mm in (0, 1)}
+        rows.append({"defence": d, **_rate(k, len(panel), conf),
+                     "fpr_mention": float(np.mean(ctrl[1])) if ctrl[1] else None,
+                     "fpr_nomention": float(np.mean(ctrl[0])) if ctrl[0] else None})
+        m[f"contamination_{d}"] = k / len(panel) if panel else None
+    row_of = {row["defence"]: row for row in rows}
+    if "selfverify" in defs:
+        m.update(_self_verification(defs["selfverify"], panel, m, row_of["selfverify"], planted, conf))
+    if "keyword" in defs:
+        kw = row_of["keyword"]
+        m["d2_fpr_mention"], m["d2_fpr_nomention"] = kw["fpr_mention"], kw["fpr_nomention"]
+    return m, rows
+
+
+def _simulator_notes(planted: dict) -> dict:
+    """Notes on the metrics that, under the planted-rate simulator, check the harness, not a model."""
+    notes = {k: SIM_NOTE for k in ("cells_within_ci_frac", "n0_max_rate", "factual_h_abs_err",
+                                   "nonfactual_no_decay", "compounding_within_ci",
+                                   "d1_reduction_ci_contains_planted", "d2_fpr_mention", "d2_fpr_nomention")}
+    notes["compounding_factor"] = (f"{SIM_NOTE} Planted per-hop carry-over {planted['p_carry']} and "
+                                   f"base/re-injection rate {planted['q']} (parameters: the abstract versions disagree); the "
+                                   "paper's 3× (1.9× in the arXiv digest) is not checkable here.")
+    notes["susceptibility_min"] = f"{SIM_NOTE} The value is the planted mixture, not a measurement of a model."
+    return notes
+
+
+def analyse(scen: dict, labels: dict, pipe: list, defs: dict, planted: dict | None,
+            primary: str, cfg: AnalysisConfig) -> tuple[dict, dict]:
+    """`labels[agent]` = {id: [0/1 per probe turn]}; `pipe` = {id: [0/1 per stage]};
+    `defs[d]` = {id: {"final": 0/1, "draft": 0/1, "flagged": bool}}. Returns (metrics, tables)."""
+    conf = cfg.conf
+    tables: dict = {"rates": [], "persistence": [], "compounding": [], "defence": []}
+    m: dict = {"notes": {}}
+    fm, tables["rates"], notes = _factorial(scen, labels, planted, primary, conf)
+    m.update(fm)
+    m["notes"].update(notes)
+    pm, tables["persistence"], notes = _persistence(scen, labels.get(primary, {}), planted, conf)
+    m.update(pm)
+    m["notes"].update(notes)
     if pipe:
-        ys = np.array(list(pipe.values()))
-        n, S = ys.shape
-        rates = [_rate(ys[:, s].sum(), n, conf) for s in range(S)]
-        closed = compounding(planted["q"], planted["p_carry"], planted["q"], S) if planted else [None] * S
-        for s in range(S):
-            tables["compounding"].append({"stage": s + 1, **rates[s], "closed_form": closed[s]})
-        m["compounding_rates"] = [r["rate"] for r in rates]
-        m["compounding_factor"] = rates[-1]["rate"] / rates[0]["rate"] if rates[0]["rate"] > 0 else None
-        m["compounding_closed_form"] = closed
-        m["compounding_within_ci"] = (all(r["lo"] - 1e-12 <= c <= r["hi"] + 1e-12 for r, c in zip(rates, closed))
-                                      if planted else None)
-    # ---- defences
+        cm, tables["compounding"] = _compounding(pipe, planted, conf)
+        m.update(cm)
     if defs:
-        panel = {i for i in next(iter(defs.values())) if scen[i]["kind"] == "defence"}
-        for d, rows in defs.items():
-            k = sum(rows[i]["final"] for i in panel)
-            ctrl = {mm: [rows[i]["flagged"] for i in rows if scen[i]["kind"] == "control" and scen[i]["mention"] == mm]
-                    for mm in (0, 1)}
-            tables["defence"].append({"defence": d, **_rate(k, len(panel), conf),
-                                      "fpr_mention": float(np.mean(ctrl[1])) if ctrl[1] else None,
-                                      "fpr_nomention": float(np.mean(ctrl[0])) if ctrl[0] else None})
-            m[f"contamination_{d}"] = k / len(panel) if panel else None
-        if "selfverify" in defs:
-            sv = defs["selfverify"]
-            drafts = [i for i in panel if sv[i]["draft"]]
-            removed = sum(1 - sv[i]["final"] for i in drafts)
-            r = _rate(removed, len(drafts), conf)
-            m["d1_reduction"] = r["rate"]
-            m["d1_reduction_ci"] = [r["lo"], r["hi"]]
-            m["d1_reduction_ci_contains_planted"] = (r["lo"] - 1e-12 <= planted["catch"] <= r["hi"] + 1e-12
-                                                     if planted else None)
-            if "none" in defs and m.get("contamination_none"):
-                m["d1_reduction_vs_none"] = 1 - m["contamination_selfverify"] / m["contamination_none"]
-            d1 = [row for row in tables["defence"] if row["defence"] == "selfverify"][0]
-            m["d1_fpr_clean"] = max(x for x in (d1["fpr_mention"], d1["fpr_nomention"]) if x is not None)
-        if "keyword" in defs:
-            kw = [row for row in tables["defence"] if row["defence"] == "keyword"][0]
-            m["d2_fpr_mention"], m["d2_fpr_nomention"] = kw["fpr_mention"], kw["fpr_nomention"]
+        dm, tables["defence"] = _defences(scen, defs, planted, conf)
+        m.update(dm)
     if planted is not None:
-        for k in ("cells_within_ci_frac", "n0_max_rate", "factual_h_abs_err", "nonfactual_no_decay",
-                  "compounding_within_ci", "d1_reduction_ci_contains_planted", "d2_fpr_mention",
-                  "d2_fpr_nomention"):
-            m["notes"][k] = SIM_NOTE
-        m["notes"]["compounding_factor"] = (f"{SIM_NOTE} Planted per-hop carry-over {planted['p_carry']} and "
-                                            f"base/re-injection rate {planted['q']} (parameters: the abstract versions disagree); the "
-                                            "paper's 3× (1.9× in the arXiv digest) is not checkable here.")
-        m["notes"]["susceptibility_min"] = f"{SIM_NOTE} The value is the planted mixture, not a measurement of a model."
+        m["notes"].update(_simulator_notes(planted))
     return m, tables
 
 

@@ -1,20 +1,12 @@
 """DAG-step bodies: build the agent LLM from its spec, run the drivers over scenarios, judge."""
 from __future__ import annotations
 
-import dataclasses
-
 from methods.core.config import from_dict
 from methods.core.results import InputError
 
 from .agent import run_defended, run_pipeline, run_trial
-from .sim import SimParams, SimAgent
 from .scenarios import TYPES
-
-
-@dataclasses.dataclass
-class AgentConfig:
-    name: str
-    spec: dict          # {"backend": "sim", <SimParams>} or a methods.core.llm.make_llm spec
+from .sim import SimAgent, SimParams
 
 
 def make_agent_llm(spec: dict, where: str = "spec"):

@@ -6,8 +6,9 @@ unique nonce names/values, the 2×2×2 factorial (N name binding, T event trigge
 Every scenario is a plain dict (one JSONL line); the agent drivers in `agent.py` consume them."""
 from __future__ import annotations
 
-import dataclasses
 import random
+
+from .config import ScenarioConfig
 
 TYPES = ("factual", "preference", "persona", "instruction")
 BOUNDARIES = ("session", "tool", "agent")  # P = 1 alternates over these by seed
@@ -45,19 +46,6 @@ def nonce(rng: random.Random, kind: str) -> str:
     """A unique-looking nonce: names 'Karo-31', values 'Zentrix-472' (string-detectable)."""
     w = "".join(rng.choice(_SYL) for _ in range(2 if kind == "name" else 3)).capitalize()
     return f"{w}-{rng.randrange(10, 99) if kind == 'name' else rng.randrange(100, 999)}"
-
-
-@dataclasses.dataclass
-class ScenarioConfig:
-    seeds: int           # factorial seeds per cell (planned: 10)
-    persist_seeds: int   # persistence trials per type (N = T = 1, P = 0)
-    pipeline_seeds: int  # pipelines (planned: 20)
-    stages: int          # pipeline length S (planned: 4)
-    defence_seeds: int   # defence panel trials per type (N = T = 1, P = 0)
-    control_seeds: int   # clean controls per variant (mention / no mention)
-    horizon: int         # probe turns (the paper: up to turn 10)
-    seed: int
-    max_new_tokens: int = 200  # length limit of every agent turn (ours; not stated in the paper)
 
 
 def _entity(rng: random.Random, ctype: str, N: int, T: int) -> dict:

@@ -18,13 +18,15 @@ from methods.core.results import write_metrics
 
 
 def _data(a):
-    from .data import DataConfig, build
+    from .config import DataConfig
+    from .data import build
 
     print(f"data: {build(from_json(DataConfig, a.config, 'data'), a.out)}", file=sys.stderr)
 
 
 def _train(a):
-    from .base import BaseConfig, train_base
+    from .base import train_base
+    from .config import BaseConfig
 
     cli.set_threads(a.threads)
     print(f"train: {train_base(from_json(BaseConfig, a.config, 'base'), a.data, a.out)}", file=sys.stderr)
@@ -33,8 +35,8 @@ def _train(a):
 def _capture(a):
     from methods.core.config import from_dict
 
-    from .attention import SparseConfig
-    from .run import CaptureConfig, capture, save_capture
+    from .config import CaptureConfig, SparseConfig
+    from .run import capture, save_capture
 
     cli.set_threads(a.threads)
     raw = json.loads(a.config)

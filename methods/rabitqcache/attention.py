@@ -25,44 +25,15 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
 
 import torch
 
 from methods.core.results import InputError
 
-from . import rabitq as R
-from . import selection as S
+from . import rabitq as R, selection as S
+from .config import SparseConfig
 
 NAME = "rabitqcache"
-METHODS = ("dense", "rabitq", "int4key", "quest", "oracle", "random")
-
-
-@dataclass
-class SparseConfig:
-    method: str = "rabitq"
-    top_p: float = 0.85           # rabitq, int4key
-    budget: float = 0.1           # quest, oracle, random: fraction of the middle tokens kept
-    query_bits: int = 4           # rabitq: 4 = INT4 query through the kernel, 0 = float query
-    center: bool = True           # rabitq: centre keys and queries (False = the no-centre ablation)
-    quantize_interval: int = 32   # I (pyimpl 128; tiny 32)
-    skip_layers: int = 2          # layers 0..skip_layers-1 stay dense (pyimpl: first two)
-    quest_page: int = 8
-    rotation_seed: int = 0
-    fp16_bytes: int = 2           # bytes per K/V element in the I/O proxy (the paper's FP16 cache)
-    prefill_impl: str = "eager"   # eager (bit-exact with transformers' eager) | sdpa (long contexts)
-
-    def __post_init__(self):
-        if self.method not in METHODS:
-            raise InputError(f"config key 'method': {self.method!r} is not one of {METHODS}")
-        if self.query_bits not in (0, 4):
-            raise InputError(f"config key 'query_bits' must be 0 (float) or 4, got {self.query_bits}")
-        if self.quantize_interval % self.quest_page:
-            raise InputError("config key 'quest_page' must divide 'quantize_interval'")
-        if self.prefill_impl not in ("eager", "sdpa"):
-            raise InputError(f"config key 'prefill_impl' must be eager or sdpa, got {self.prefill_impl!r}")
-        if not 0 < self.top_p <= 1 or not 0 < self.budget <= 1:
-            raise InputError("config keys 'top_p' and 'budget' must be in (0, 1]")
 
 
 class LayerState:

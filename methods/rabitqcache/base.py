@@ -6,23 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from methods.core.models import ModelConfig, build_model, load_model, save_model
+from methods.core.models import build_model, hub_or_trained_base
 from methods.core.results import InputError, read_jsonl
-from methods.core.train import TrainConfig, evaluate_loss, train
+from methods.core.train import evaluate_loss, train
 
-
-@dataclass
-class BaseConfig:
-    model: ModelConfig = field(default_factory=ModelConfig)
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=300, batch_size=8, lr=3e-3))
-    n_digits: int = 5
-    full_lm: bool = False         # loss on every next token (else on the answer digits only)
-    val_texts: int = 64
-    hub_id: str | None = None
-    seed: int = 0
+from .config import BaseConfig
 
 
 class AnswerBatches:
@@ -62,12 +52,13 @@ class AnswerBatches:
 
 
 def train_base(cfg: BaseConfig, data_dir: str | Path, out_dir: str | Path) -> dict:
+    """The DAG step: the hub model copied as is at paper scale, else the tiny base trained."""
+    return hub_or_trained_base(cfg.hub_id, out_dir, lambda: _train(cfg, data_dir))
+
+
+def _train(cfg: BaseConfig, data_dir: str | Path):
     from methods.core.tokenizer import load_tokenizer
 
-    if cfg.hub_id:
-        model, tok = load_model(cfg.hub_id, dtype="auto")  # copied in its own dtype
-        save_model(model, tok, out_dir)
-        return {"hub_id": cfg.hub_id}
     data_dir = Path(data_dir)
     tok = load_tokenizer(data_dir / "tokenizer")
     texts = read_jsonl(data_dir / "train.jsonl")
@@ -84,6 +75,5 @@ def train_base(cfg: BaseConfig, data_dir: str | Path, out_dir: str | Path) -> di
     summary = {"val_answer_loss": rows[-1]["val_answer_loss"],
                "n_params": sum(p.numel() for p in model.parameters()),
                "final_train_loss": next(r["loss"] for r in reversed(rows) if "loss" in r)}
-    save_model(model, tok, out_dir, extra_files={
-        "train_log.json": json.dumps({"rows": rows, "summary": summary}, indent=2, sort_keys=True) + "\n"})
-    return summary
+    return model, tok, summary, {
+        "train_log.json": json.dumps({"rows": rows, "summary": summary}, indent=2, sort_keys=True) + "\n"}

@@ -15,10 +15,11 @@ PreTrainedTokenizerFast (AutoTokenizer loads it).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
-from methods.core.results import InputError, atomic_path, write_jsonl
+from methods.core.results import atomic_path, write_jsonl
+
+from .config import DataConfig
 
 NAMES = ["alfa", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett",
          "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
@@ -26,33 +27,6 @@ NAMES = ["alfa", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"
 DIGITS = [str(d) for d in range(10)]
 MARKERS = ["key", "is", "value", "of", "?", "."]
 _SYL = ["ba", "ko", "ri", "mu", "se", "ta", "ne", "lo", "pi", "du", "ga", "fe", "zo", "wi", "ha", "ju"]
-
-
-@dataclass
-class DataConfig:
-    n_train: int = 4000
-    n_eval: int = 64
-    train_len: int = 256          # tokens per training text (tiny: 256)
-    eval_len: int = 512           # tokens per evaluation prompt (tiny: 512)
-    vocab_words: int = 200        # filler vocabulary (200-word Zipf vocabulary)
-    zipf_a: float = 1.1
-    topic_words: int = 0          # > 0: each text's filler uses its own random subset of this many words
-    min_needles: int = 1          # evaluation prompts (1–3 needles)
-    max_needles: int = 3
-    train_min_needles: int = 2    # training texts carry more needles, each one asked: more
-    train_max_needles: int = 6    # answer tokens per sequence (our choice, see README)
-    n_digits: int = 5
-    seed: int = 0
-
-    def __post_init__(self):
-        for lo, hi in (("min_needles", "max_needles"), ("train_min_needles", "train_max_needles")):
-            if not 1 <= getattr(self, lo) <= getattr(self, hi) <= len(NAMES):
-                raise InputError(f"config keys '{lo}'/'{hi}' must satisfy 1 ≤ min ≤ max ≤ {len(NAMES)}")
-        need = max(self.max_needles, self.train_max_needles) * (self.n_digits + 4) * 2 + 8
-        if min(self.train_len, self.eval_len) < need:
-            raise InputError(f"config keys 'train_len'/'eval_len' must be ≥ {need} for {self.max_needles} needles")
-        if self.vocab_words > len(_SYL) ** 3:
-            raise InputError(f"config key 'vocab_words' must be ≤ {len(_SYL) ** 3}")
 
 
 def filler_vocab(n: int) -> list[str]:

@@ -10,47 +10,28 @@ from dense prefill attention). Next-token agreement and KL to dense cover all th
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from methods.core.results import InputError, read_jsonl
 
-from .attention import SparseAttention, SparseConfig, aggregate
+from .attention import SparseAttention, aggregate
+from .config import CaptureConfig, LmEvalConfig as LmEvalSection, SparseConfig, SparseEvalConfig as SparseEvalSection
 
 
 @dataclass
-class CaptureConfig:
-    n_prompts: int = 16
-    n_steps: int = 5              # decode steps: the last prompt token + n_steps − 1 generated
-    batch_size: int = 16
-    layers: list[int] | None = None   # layers to keep (None: all); paper scale keeps a few
+class SparseEvalConfig(SparseEvalSection):
+    """The `sparse` section plus the shared `method` settings (the workflow merges them in)."""
+    method: SparseConfig
 
 
 @dataclass
-class SparseEvalConfig:
-    method: SparseConfig = field(default_factory=SparseConfig)   # shared settings (I, skip, page, ...)
-    n_prompts: int = 64
-    batch_size: int = 16
-    top_ps: list[float] = field(default_factory=lambda: [0.65, 0.75, 0.85, 0.95])
-    ref_p: float = 0.85           # the p of the ablations (float query, no centring)
-    tail_steps: int = 8           # the prompt's last tokens decoded (teacher-forced) through the sparse path
-
-    def __post_init__(self):
-        if self.tail_steps < 1:
-            raise InputError(f"config key 'tail_steps' must be ≥ 1, got {self.tail_steps}")
-        if self.ref_p not in self.top_ps:
-            raise InputError(f"config key 'ref_p' {self.ref_p} must be one of top_ps {self.top_ps}")
-
-
-@dataclass
-class LmEvalConfig:
-    method: SparseConfig = field(default_factory=SparseConfig)
-    tasks: list[str] = field(default_factory=list)
-    limit: int | None = None
-    batch_size: int = 1
-    metadata: dict | None = None  # TaskManager metadata (RULER: {"max_seq_lengths": [...]})
+class LmEvalConfig(LmEvalSection):
+    """The `lm_eval` section plus the shared `method` settings (the workflow merges them in); the
+    section's `top_p` replaces the method's."""
+    method: SparseConfig
     include_path: str | None = None   # a folder of task YAMLs instead of lm-eval's registry (tests)
 
 
@@ -244,7 +225,7 @@ def lm_eval_sparse(cfg: LmEvalConfig, model_dir) -> dict:
 
     # device and dtype (bf16 on a GPU) come from the runtime spec, as for every model load
     model, tok = load_model(model_dir)
-    ctl = SparseAttention(model, cfg.method, record=True)
+    ctl = SparseAttention(model, dataclasses.replace(cfg.method, top_p=cfg.top_p), record=True)
     # RULER generates its prompts at load time, sized in tokens by the tokenizer its metadata
     # names (`tokenizer`/`pretrained`); a model passed in memory names none, so give the model's
     metadata = {"tokenizer": str(Path(model_dir).resolve()), **(cfg.metadata or {})}

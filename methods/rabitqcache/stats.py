@@ -19,19 +19,19 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from methods.core.config import NonNegInt, PosInt
 from methods.core.results import InputError
 
 from . import rabitq as R
+from .config import EstimatorConfig
 
 
 @dataclass
-class StatsConfig:
-    rotations: int = 200
-    pairs_per_head: int = 64
-    eps0: float = 1.9
-    min_layer: int = 0           # layers below are skipped (the method keeps them dense)
-    interval: int = 32           # middle keys only: indices ≥ interval (the prefix is never encoded)
-    seed: int = 0
+class StatsConfig(EstimatorConfig):
+    """The `estimator` section plus the region the method encodes (the workflow merges these in
+    from the `method` section)."""
+    min_layer: NonNegInt             # layers below are skipped (the method keeps them dense): skip_layers
+    interval: PosInt                 # middle keys only: indices ≥ interval (the prefix is never encoded)
 
 
 def coverage_closed_form(rho: np.ndarray, d: int, eps0: float) -> np.ndarray:

@@ -3,26 +3,14 @@ simulation over capacities and policies, Prop. 3.1 on every trace, claim metrics
 No torch."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from methods.core.results import InputError
+from methods.remoe.config import AnalysisConfig
 
 from . import cache as C
-
-
-@dataclass
-class AnalysisConfig:
-    base: str = "base"
-    remoe: str = "remoe"
-    ce_only: str = "ce_only"
-    no_trust: str = "no_trust"
-    capacities: list[int] = field(default_factory=lambda: [4, 6, 8, 12])
-    policies: list[str] = field(default_factory=lambda: ["lru", "fifo", "belady"])
-    backend: str = "native"   # "cachetools" once the pin is in requirements.lock
-    n_sim_docs: int = 200     # documents simulated per layer (≤ traced documents)
 
 
 def load_traces(trace_dir: str | Path) -> dict:

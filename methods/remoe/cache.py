@@ -11,7 +11,7 @@ Proposition 3.1 of arXiv 2605.27081 (conditions as we read them): with LRU and c
 t ≥ 2 satisfy N̄_fetch ≤ K (1 − EOR). Reason: after step t−1 the K most recently used experts
 are exactly E_{t−1}, all resident since C ≥ K, so step t fetches at most |E_t \\ E_{t−1}|. At C = K
 the cache holds exactly E_{t−1}, so the bound is an equality on every trace. The cold-start
-step t = 1 (K fetches) is reported separately (`cold_misses`), not in N̄_fetch.
+step t = 1 (K fetches) is `simulate(...)[0]`, not in N̄_fetch.
 
 Policies: "lru", "fifo" (eviction by insertion order; hits do not refresh), "belady" (offline
 optimum: evict the resident expert not needed now whose next use is farthest). Two backends for
@@ -115,13 +115,3 @@ def simulate(trace: np.ndarray, capacity: int, policy: str = "lru",
                     od.popitem(last=False)
         misses[t] = K - len(hits)
     return misses
-
-
-def fetch_stats(trace: np.ndarray, capacity: int, policy: str = "lru",
-                backend: str = "native") -> dict:
-    """Mean fetches per token over t ≥ 2, the cold-start fetches, and the unique hit rate."""
-    m = simulate(trace, capacity, policy, backend)
-    K = np.asarray(trace).shape[1]
-    steady = float(m[1:].mean()) if m.size > 1 else float("nan")
-    return {"fetch_per_token": steady, "cold_misses": int(m[0]) if m.size else 0,
-            "hit_rate": 1.0 - steady / K}

@@ -6,31 +6,17 @@ every character is stored too. Pure function of the seed; no torch."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from methods.core.data import arithmetic_line, pcfg_sentence
 from methods.core.results import InputError, atomic_path
+from methods.remoe.config import DataConfig
 
 DOMAINS = ("arith", "dyck", "copy", "pcfg")
 _BRACKETS = ("()", "[]", "{}", "<>")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
-
-
-@dataclass
-class DataConfig:
-    n_train: int = 30000
-    n_eval: int = 200
-    doc_len: int = 128         # tokens a model sees per document (file rows hold doc_len + 1)
-    mean_segment: float = 24.0
-    max_operand: int = 100
-    seed: int = 0
-
-    def __post_init__(self):
-        if self.mean_segment < 1:
-            raise InputError(f"config key 'mean_segment': must be >= 1, got {self.mean_segment}")
 
 
 def dyck(rng: random.Random, n_pairs: int = 4) -> str:

@@ -9,7 +9,7 @@ state (`ref_logp`) for the trust-region term.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -19,16 +19,7 @@ from torch import nn
 from methods.core.models import ModelConfig
 from methods.core.moe import MoELayer, SwiGLUExperts
 from methods.core.results import InputError, atomic_path
-
-
-@dataclass
-class MoEConfig:
-    n_experts: int = 16
-    k: int = 4
-    expert_d_ff: int = 64
-    n_shared: int = 1
-    aux_coef: float = 0.01     # Switch load-balancing loss (pre-training only)
-    dispatch: str = "dense"    # methods.core.moe dispatch; dense is fastest for E=16 on CPU
+from methods.remoe.config import MoEConfig
 
 
 class MoEFFN(nn.Module):

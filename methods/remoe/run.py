@@ -1,59 +1,25 @@
 """DAG steps that run the model: pre-training, gate-only fine-tuning, routing traces."""
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from methods.core.models import ModelConfig
 from methods.core.results import InputError, atomic_path
-from methods.core.train import TrainConfig, train
+from methods.core.train import train
+from methods.remoe.config import FinetuneSection, PretrainConfig, TraceConfig, Variant
 
-from . import data as D
-from . import losses as Lo
-from . import model as M
-
-
-@dataclass
-class PretrainConfig:
-    model: ModelConfig
-    moe: M.MoEConfig
-    train: TrainConfig
-    hub_id: str | None = None   # paper scale: a released MoE, loaded instead of pre-trained
-    seed: int = 0
+from . import data as D, losses as Lo, model as M
 
 
 @dataclass
-class Variant:
-    name: str
-    lambda_kl: float = 1.0
-    locality: bool = True
-
-
-@dataclass
-class FinetuneConfig:
-    train: TrainConfig
+class FinetuneConfig(FinetuneSection):
+    """The `finetune` section plus the variant's loss switches (the workflow merges it in)."""
     variant: Variant
-    lambda_reuse: float = 1.0
-    lambda_smooth: float = 0.1
-    lambda_lag: float = 0.1
-    lambda_ws: float = 0.1
-    window: int = 16
-    lags: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
-    warm_frac: float = 0.1      # α_t = min(1, t / (warm_frac · steps))
-    sym_half: bool = False
-    seed: int = 0
-
-
-@dataclass
-class TraceConfig:
-    n_docs: int = 200
-    batch_size: int = 50
 
 
 def _batch_fn(ids: np.ndarray, batch_size: int, seed: int):
@@ -170,7 +136,3 @@ def trace(cfg: TraceConfig, ckpts: list[str], data_path: str, out_dir: str) -> d
                                     n_experts=moe.n_experts, dom=d["eval_dom"][:cfg.n_docs, 1:])
         res[name] = ppl
     return res
-
-
-def dump(cfg) -> str:
-    return json.dumps(asdict(cfg), sort_keys=True)

@@ -15,7 +15,8 @@ from methods.core.results import InputError, read_json, write_metrics
 
 
 def _prompts(a):
-    from .run import PromptsConfig, prompts
+    from .config import PromptsConfig
+    from .run import prompts
 
     print(f"prompts: {prompts(from_json(PromptsConfig, a.config, 'prompts'), a.out)}", file=sys.stderr)
 
@@ -49,7 +50,8 @@ def _sparsity(a):
 
 
 def _sft(a):
-    from .run import SFTConfig, sft_contrast
+    from .config import SFTConfig
+    from .run import sft_contrast
 
     cli.set_threads(a.threads)
     t0 = time.perf_counter()
@@ -58,7 +60,8 @@ def _sft(a):
 
 
 def _trl_check(a):
-    from .trl_check import TrlCheckConfig, compare
+    from .config import TrlCheckConfig
+    from .trl_check import compare
 
     cli.set_threads(a.threads)
     t0 = time.perf_counter()

@@ -14,7 +14,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from methods.core.nn import RMSNorm
 from methods.core.results import InputError, atomic_path
+
+NORM_EPS = 1e-5   # the RMSNorm ε of every norm of the tiny LM
 
 
 @dataclass
@@ -28,26 +31,16 @@ class TinyConfig:
     init_std: float = 0.02
 
 
-class RMSNorm(nn.Module):
-    def __init__(self, d, eps=1e-5):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
 class Block(nn.Module):
     def __init__(self, c: TinyConfig):
         super().__init__()
         self.h = c.n_heads
-        self.attn_norm = RMSNorm(c.d_model)
+        self.attn_norm = RMSNorm(c.d_model, NORM_EPS)
         self.q_proj = nn.Linear(c.d_model, c.d_model, bias=False)
         self.k_proj = nn.Linear(c.d_model, c.d_model, bias=False)
         self.v_proj = nn.Linear(c.d_model, c.d_model, bias=False)
         self.o_proj = nn.Linear(c.d_model, c.d_model, bias=False)
-        self.mlp_norm = RMSNorm(c.d_model)
+        self.mlp_norm = RMSNorm(c.d_model, NORM_EPS)
         self.gate_proj = nn.Linear(c.d_model, c.d_ff, bias=False)
         self.up_proj = nn.Linear(c.d_model, c.d_ff, bias=False)
         self.down_proj = nn.Linear(c.d_ff, c.d_model, bias=False)
@@ -70,7 +63,7 @@ class TinyLM(nn.Module):
         self.embed = nn.Embedding(c.vocab_size, c.d_model)
         self.pos = nn.Embedding(c.max_seq_len, c.d_model)
         self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
-        self.norm = RMSNorm(c.d_model)
+        self.norm = RMSNorm(c.d_model, NORM_EPS)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):

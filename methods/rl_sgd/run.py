@@ -1,51 +1,25 @@
 """DAG steps that train: prompts, warm start, one GRPO run, sparsity, SFT contrast."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from methods.core.config import PosInt
 from methods.core.results import InputError, read_json, write_json, write_jsonl
 
 from . import task
+from .config import ArchConfig, PromptsConfig, SFTConfig, WarmstartConfig
 
 
 @dataclass
-class PromptsConfig:
-    max_operand: int = 50
-    n_eval: int = 300
-    mul_max_a: int = 100
-    mul_n_eval: int = 300
-    seed: int = 0
-
-
-@dataclass
-class ArchConfig:
-    n_layers: int = 2
-    n_heads: int = 4
-    ff_mult: float = 2.6875
-    max_seq_len: int = 16
-    init_std: float = 0.02
-
-
-@dataclass
-class WarmConfig:
-    widths: list = field(default_factory=lambda: [64, 256])
-    steps: list = field(default_factory=lambda: [150, 400])
-    arch: dict = field(default_factory=dict)
-    lr: float = 1e-3
-    batch_size: int = 32
-    seed: int = 0
-
-
-@dataclass
-class SFTConfig:
-    steps: int = 200
-    batch_size: int = 32
-    lrs: dict = field(default_factory=dict)
-    seed: int = 0
+class WarmConfig(WarmstartConfig):
+    """The `warmstart` section plus the widths (the workflow merges them in): `steps[i]` is the
+    warm start of `widths[i]`."""
+    widths: list[PosInt]
 
 
 def prompts(cfg: PromptsConfig, out: str) -> dict:
@@ -70,10 +44,9 @@ def read_pairs(data: str, name: str) -> list[tuple[int, int]]:
     return [(r["a"], r["b"]) for r in map(json.loads, f.read_text().splitlines())]
 
 
-def _arch(cfg_arch: dict, width: int):
+def _arch(a: ArchConfig, width: int):
     from .model import TinyConfig
 
-    a = ArchConfig(**cfg_arch)
     if width % a.n_heads:
         raise InputError(f"width {width} is not divisible by arch.n_heads {a.n_heads}")
     return TinyConfig(vocab_size=len(task.VOCAB), d_model=width, n_layers=a.n_layers, n_heads=a.n_heads,
@@ -107,14 +80,12 @@ def warmstart(cfg: WarmConfig, width: int, data: str, out: str) -> dict:
 def grpo_run(gcfg: dict, opt_name: str, lr: float, seed: int, base: str, data: str, out: str) -> dict:
     import torch
 
-    from . import grpo, model as M, optim
-
     from methods.core.config import from_dict
 
-    try:
-        cfg = from_dict(grpo.GRPOConfig, gcfg, "grpo")
-    except ValueError as e:
-        raise InputError(f"grpo: {e}") from None
+    from . import grpo, model as M, optim
+    from .config import GRPOConfig
+
+    cfg = from_dict(GRPOConfig, gcfg, "grpo")
     t0 = time.perf_counter()
     m = M.load(base)
     meta = json.loads((Path(base) / "meta.json").read_text())
@@ -163,7 +134,7 @@ def sft_contrast(cfg: SFTConfig, base: str, data: str) -> dict:
     out = {}
     base_model = M.load(base)
     out["base_acc"] = accuracy(base_model, eval_p, "mul")
-    for name, lr in cfg.lrs.items():
+    for name, lr in dataclasses.asdict(cfg.lrs).items():
         m = M.load(base)
         torch.manual_seed(cfg.seed)
         try:

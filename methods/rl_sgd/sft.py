@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from methods.core.rl import logits_of
+
 from . import task
-from .grpo import logits_of
 
 
 def sft_batch(pairs, op):

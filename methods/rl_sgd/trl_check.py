@@ -4,7 +4,7 @@ One tiny HF LlamaForCausalLM; trl runs ONE training step (on-policy, β = 0, opt
 constant lr, no grad clipping, loss_type "dapo" = token-level normalisation, std-scaled group
 advantages). A reward function records the completions trl sampled. Our loop then takes
 the same starting weights, the same prompts and those completions, computes
-`grpo.advantages` + `grpo.grpo_loss` (loss_norm "token", no zero-variance skipping, as trl)
+`core.rl.group_advantages` + `grpo.loss_of` (loss_norm "token", no zero-variance skipping, as trl)
 and one torch SGD step. The two weight updates are compared. The reward is a synthetic
 verifiable one (first completion character is one of 0-4) so that a random model gets
 mixed rewards within a group.
@@ -12,21 +12,9 @@ mixed rewards within a group.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
 
 from . import task
-
-
-@dataclass
-class TrlCheckConfig:
-    width: int = 32
-    n_layers: int = 2
-    n_prompts: int = 2
-    group_size: int = 8
-    max_new: int = 4
-    lr: float = 0.1
-    seed: int = 0
-    tol: float = 1e-4
+from .config import GRPOConfig as OurGRPOConfig, TrlCheckConfig
 
 
 def _reward(completions, **kw):
@@ -42,6 +30,7 @@ def compare(cfg: TrlCheckConfig) -> dict:
     from transformers import LlamaConfig, LlamaForCausalLM
     from trl import GRPOConfig, GRPOTrainer
 
+    from methods.core import rl
     from methods.core.tokenizer import train_tokenizer
 
     from . import grpo, optim
@@ -77,18 +66,22 @@ def compare(cfg: TrlCheckConfig) -> dict:
     trl_after = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
     # our loop on the same weights, prompts and completions
     ours = before
-    gcfg = grpo.GRPOConfig(group_size=cfg.group_size, skip_zero_var=False, loss_norm="token", beta=0.0)
+    # our loss as trl computes it: token normalisation, no zero-variance skipping, β = 0 (steps,
+    # n_prompts, temperature, max_new, log_every and the optimizer keys are unused here)
+    gcfg = OurGRPOConfig(steps=40, n_prompts=16, group_size=cfg.group_size, temperature=1.0, max_new=4, adv_eps=1e-4,
+                         skip_zero_var=False, loss_norm="token", clip_lo=0.2, clip_hi=0.2, beta=0.0,
+                         betas=[0.9, 0.999], weight_decay=0.01, momentum=0.9, log_every=10)
     prompt_ids = torch.tensor([tok(p, add_special_tokens=False)["input_ids"] for p in seen["prompts"]])
     comps = seen["completion_ids"]
     T = max(map(len, comps))
     comp = torch.tensor([c + [tok.pad_token_id] * (T - len(c)) for c in comps])
     mask = torch.tensor([[1.0] * len(c) + [0.0] * (T - len(c)) for c in comps])
     rewards = torch.tensor(_reward(seen["completions"]))
-    adv = grpo.advantages(rewards, cfg.group_size, gcfg.adv_eps)
+    adv = rl.group_advantages(rewards, cfg.group_size, gcfg.adv_eps)
     ours.train()
     # trl runs the policy in train mode with no dropout; same here
-    logp = grpo.token_logps(ours, prompt_ids, comp)
-    loss = grpo.grpo_loss(logp, logp.detach(), adv, mask, gcfg)
+    logp = rl.completion_logprobs(ours, prompt_ids, comp)
+    loss = grpo.loss_of(logp, logp.detach(), adv, mask, gcfg)
     opt = optim.make("sgd", ours.parameters(), cfg.lr)
     opt.zero_grad()
     loss.backward()

@@ -19,7 +19,8 @@ from methods.core.results import InputError, write_metrics
 
 
 def _outcomes(a):
-    from .run import OutcomeConfig, build_outcomes
+    from .config import OutcomeConfig
+    from .run import build_outcomes
 
     cli.set_threads(a.threads)
     cfg = from_json(OutcomeConfig, a.config, "outcomes")
@@ -28,7 +29,8 @@ def _outcomes(a):
 
 
 def _sft(a):
-    from .run import PredictorConfig, train_sft
+    from .config import PredictorConfig
+    from .run import train_sft
 
     cli.set_threads(a.threads)
     info = train_sft(from_json(PredictorConfig, a.config, "predictor"), a.outcomes, a.variant, a.out)
@@ -36,7 +38,8 @@ def _sft(a):
 
 
 def _grpo(a):
-    from .run import PredictorConfig, train_grpo
+    from .config import PredictorConfig
+    from .run import train_grpo
 
     cli.set_threads(a.threads)
     info = train_grpo(from_json(PredictorConfig, a.config, "predictor"), a.outcomes, a.sft, a.out)
@@ -45,7 +48,7 @@ def _grpo(a):
 
 def _route(a):
     from .analysis import analyze
-    from .run import RouteConfig
+    from .config import RouteConfig
 
     cli.set_threads(a.threads)
     d = json.loads(a.config)

@@ -8,7 +8,8 @@ import numpy as np
 from methods.core.results import read_json, write_json, write_text
 
 from . import core
-from .run import RouteConfig, examples, predict
+from .config import RouteConfig
+from .run import examples, predict
 
 
 def _arrays(oc: dict, split: str):

@@ -1,5 +1,5 @@
 """SCOPE's pure parts (numpy / scikit-learn, no torch): anchor retrieval, the prediction prompt,
-the parser, the GRPO reward and group advantages, anchor statistics and the two-stage routing
+the parser, the GRPO reward, anchor statistics and the two-stage routing
 rule of the public code (`scripts/two_stage_routing.py` defaults), Pareto dominance."""
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def parse(text: str) -> tuple[int, bool] | None:
     return None if m is None else (int(m.group(1)), m.group(2) == "yes")
 
 
-# ---- RL stage: reward and group-relative advantages --------------------------------------
+# ---- RL stage: reward (the GRPO advantages and loss are methods.core.rl) --------------------
 def reward(text: str, true_len: int, true_correct: bool) -> dict:
     """r = r_format + r_correct + r_len (not stated in what we read; our choice): r_format 1 if the completion parses,
     r_correct 1 if predicted yes/no equals the truth, r_len = max(0, 1 - |L̂ - L| / L)."""
@@ -63,13 +63,6 @@ def reward(text: str, true_len: int, true_correct: bool) -> dict:
     r_c = float(p[1] == bool(true_correct))
     r_l = max(0.0, 1.0 - abs(p[0] - true_len) / max(true_len, 1))
     return {"format": 1.0, "correct": r_c, "len": r_l, "total": 1.0 + r_c + r_l}
-
-
-def group_advantages(rewards, group: int, eps: float = 1e-4) -> np.ndarray:
-    """GRPO advantages: within each consecutive group of `group` samples of one prompt,
-    (r - mean) / (std + eps), std the population standard deviation."""
-    r = np.asarray(rewards, dtype=float).reshape(-1, group)
-    return ((r - r.mean(1, keepdims=True)) / (r.std(1, keepdims=True) + eps)).reshape(-1)
 
 
 # ---- Stage 2: routing -------------------------------------------------------------------

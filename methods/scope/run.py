@@ -5,78 +5,16 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from methods.core.models import ModelConfig
+from methods.core.model_pool import pool
 from methods.core.results import InputError, read_json, write_json
-from methods.core.train import TrainConfig
-from methods.model_pool import pool
 
 from . import core
-
-
-@dataclass
-class QueryConfig:
-    source: str = "generated"         # paper: the hub dataset id (not run here)
-    n_anchor: int = 250
-    n_train: int = 1200
-    n_test: int = 500
-    max_ops: int = 3
-    max_digits: int = 2
-    ops: str = "+-*"
-    rev_min: int = 3
-    rev_max: int = 12
-    seed: int = 7
-
-
-@dataclass
-class PoolUse:
-    members: list[str] = field(default_factory=list)   # routing candidates, in order
-    unseen: str = ""                                    # held out from predictor training
-    price_per_10k: float = 0.02                         # USD per 1M output tokens per 10k params
-    max_new_tokens: int = 48
-    k_retrieve: int = 10
-
-
-@dataclass
-class OutcomeConfig:
-    queries: QueryConfig = field(default_factory=QueryConfig)
-    pool: PoolUse = field(default_factory=PoolUse)
-
-
-@dataclass
-class GRPOConfig:
-    steps: int = 40
-    prompts: int = 32
-    group: int = 4
-    lr: float = 1e-4
-    beta: float = 0.02
-    temperature: float = 1.0
-    seed: int = 0
-
-
-@dataclass
-class PredictorConfig:
-    hub: str | None = None
-    k_prompt: int = 5
-    model: ModelConfig | None = None
-    sft: TrainConfig | None = None
-    grpo: GRPOConfig = field(default_factory=GRPOConfig)
-    seed: int = 0
-
-
-@dataclass
-class RouteConfig:
-    k_r: int = 6
-    gamma: float = 2.0
-    w: float = 0.3
-    alpha_step: float = 0.05
-    budgets: list[float] = field(default_factory=lambda: [0.1, 0.25, 0.5])
-    knn_k: int = 10
-    seed: int = 0
+from .config import OutcomeConfig, PredictorConfig, QueryConfig
 
 
 def _need_generated(source: str):
@@ -87,7 +25,7 @@ def _need_generated(source: str):
 
 # ---- outcome table ------------------------------------------------------------------------
 def make_queries(q: QueryConfig) -> list[dict]:
-    from methods.model_pool import tasks
+    from methods.core.model_pool import tasks
 
     tasks.check_ops(q.ops, "outcomes.queries.ops")
     rng = random.Random(q.seed)
@@ -111,14 +49,13 @@ def build_outcomes(cfg: OutcomeConfig, member_dirs: dict[str, str], out: str | P
     and the anchor retrieval (top-k_retrieve cosine) of every non-anchor query."""
     import torch
 
-    from methods.model_pool import tasks
+    from methods.core.model_pool import tasks
 
     _need_generated(cfg.queries.source)
-    names = cfg.pool.members
+    names = cfg.pool.members   # unseen is among them (config.PoolUse)
     missing = [m for m in names if m not in member_dirs]
-    if missing or cfg.pool.unseen not in names:
-        raise InputError(f"config key 'pool.members'/'pool.unseen': {missing or cfg.pool.unseen} not among "
-                         f"the member dirs {sorted(member_dirs)}")
+    if missing:
+        raise InputError(f"config key 'pool.members': {missing} not among the member dirs {sorted(member_dirs)}")
     torch.set_grad_enabled(False)
     items = make_queries(cfg.queries)
     prompts = [it["prompt"] for it in items]
@@ -213,39 +150,14 @@ def train_sft(cfg: PredictorConfig, outcomes: str, variant: str, out: str | Path
     return info
 
 
-def _seq_logprobs(model, seqs: list[list[int]], starts: list[int], pad: int):
-    """Per sequence the summed log-prob of tokens [start:] and their count (right-padded batch)."""
-    import torch
-
-    w = max(map(len, seqs))
-    x = torch.full((len(seqs), w), pad, dtype=torch.long)
-    mask = torch.zeros((len(seqs), w), dtype=torch.bool)
-    for i, (s, st) in enumerate(zip(seqs, starts)):
-        x[i, :len(s)] = torch.tensor(s)
-        mask[i, st:len(s)] = True
-    logits = model(input_ids=x).logits[:, :-1].float()
-    lp = torch.log_softmax(logits, -1).gather(-1, x[:, 1:, None])[..., 0]
-    return lp, mask[:, 1:]
-
-
-def grpo_loss(lp, ref_lp, mask, adv, beta: float):
-    """GRPO objective for one on-policy update (ratio 1, so clipping is inactive):
-    per token -A·log π + β·KL_k3(π‖π_ref), KL_k3 = exp(ref−lp) − (ref−lp) − 1, averaged over each
-    completion's tokens, then over completions."""
-    import torch
-
-    d = ref_lp - lp
-    kl = torch.exp(d) - d - 1
-    per_tok = -adv[:, None] * lp + beta * kl
-    per_seq = (per_tok * mask).sum(1) / mask.sum(1).clamp(min=1)
-    return per_seq.mean(), ((kl * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
-
-
 def train_grpo(cfg: PredictorConfig, outcomes: str, sft_dir: str, out: str | Path) -> dict:
-    """RL stage: G samples per prompt from the policy, reward of `core.reward`, group advantages,
-    one on-policy update per batch, KL β to the frozen SFT model."""
+    """RL stage (GRPO, `methods.core.rl`): G samples per prompt from the policy, reward of
+    `core.reward`, group advantages (sample std, `rl.group_advantages`), one on-policy update per
+    batch (ratio 1, so clipping is inactive) of the per-sequence token-mean loss (`norm="seq"`,
+    arXiv 2402.03300 Eq. 3) with the k3 KL β to the frozen SFT model."""
     import torch
 
+    from methods.core import rl
     from methods.core.models import load_model, save_model
 
     g = cfg.grpo
@@ -273,12 +185,13 @@ def train_grpo(cfg: PredictorConfig, outcomes: str, sft_dir: str, out: str | Pat
             rewards.append(core.reward(tok.decode(c), e["len"], e["correct"])["total"])
             seqs.append(ids[i // g.group] + c)
             starts.append(len(ids[i // g.group]))
-        adv = torch.tensor(core.group_advantages(rewards, g.group), dtype=torch.float32)
+        adv = rl.group_advantages(torch.tensor(rewards, dtype=torch.float64), g.group).float()
         policy.train()
-        lp, mask = _seq_logprobs(policy, seqs, starts, tok.pad_token_id)
+        lp, mask = rl.sequence_logprobs(policy, seqs, starts, tok.pad_token_id)
         with torch.no_grad():
-            ref_lp, _ = _seq_logprobs(ref, seqs, starts, tok.pad_token_id)
-        loss, kl = grpo_loss(lp, ref_lp, mask, adv, g.beta)
+            ref_lp, _ = rl.sequence_logprobs(ref, seqs, starts, tok.pad_token_id)
+        loss = rl.grpo_loss(lp, lp.detach(), adv, mask, norm="seq", beta=g.beta, ref_logp=ref_lp)
+        kl = rl.masked_mean(rl.k3_kl(lp.detach(), ref_lp), mask, "seq")
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)

@@ -7,5 +7,4 @@ and a Post-Norm-like `x` re-normalised before every sub-layer, sharing one set o
 classes, so `AutoModelForCausalLM.from_pretrained(dir)` and lm-eval's `hf` model load a saved
 directory without `trust_remote_code`.
 """
-from .model import (NORM_SCHEMES, SiameseNormConfig, SiameseNormForCausalLM,  # noqa: F401
-                    build_siamese_model, expected_num_params)
+from .model import NORM_SCHEMES, SiameseNormConfig, SiameseNormForCausalLM, build_siamese_model, expected_num_params  # noqa: F401

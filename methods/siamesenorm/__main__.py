@@ -18,14 +18,16 @@ from methods.core.results import InputError, read_json, write_metrics
 
 
 def _data(a):
-    from .data import DataConfig, build
+    from .config import DataConfig
+    from .data import build
 
     sizes = build(from_json(DataConfig, a.config, "data"), a.out)
     print(f"data: {sizes}", file=sys.stderr)
 
 
 def _train(a):
-    from .run import RunConfig, train_run
+    from .config import RunConfig
+    from .run import train_run
 
     cli.set_threads(a.threads)
     cfg = from_json(RunConfig, a.config, "run")
@@ -45,7 +47,8 @@ def _steptime(a):
 
 
 def _evaluate(a):
-    from .evaluate import EvalConfig, evaluate_runs
+    from .config import EvalConfig
+    from .evaluate import evaluate_runs
 
     cli.set_threads(a.threads)
     cfg = from_json(EvalConfig, a.config, "eval")
@@ -57,7 +60,8 @@ def _evaluate(a):
 def _aggregate(a):
     from methods.core.results import read_jsonl, write_text
 
-    from .analysis import AnalysisConfig, claim_metrics, curves, figure, table
+    from .analysis import claim_metrics, curves, figure, table
+    from .config import AnalysisConfig
 
     cfg = from_json(AnalysisConfig, a.config, "analysis")
     evals = read_json(a.eval)["runs"]

@@ -8,21 +8,11 @@ tabulated and plotted, not asserted.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-
-@dataclass
-class AnalysisConfig:
-    siamese: str = "post_pre"
-    baseline: str = "pre"
-    post: str = "post"
-    low_lr: float = 1e-2             # the LR where every scheme trains (C1 reference, C5)
-    high_lr: float = 3e-2            # the LR that breaks Post-Norm (C1)
-    c1_tolerance: float = 0.05       # C1: siamese at high_lr within 5% of its low_lr loss
-    c1_post_margin: float = 0.10     # C1: post ≥ 10% worse than pre at high_lr counts as failing
+from .config import AnalysisConfig
 
 
 def table(evals: list[dict], summaries: list[dict]) -> pd.DataFrame:
@@ -133,8 +123,7 @@ def curves(logs: dict[tuple[str, float, int], list[dict]]) -> pd.DataFrame:
 
 
 def figure(curve_df: pd.DataFrame, df: pd.DataFrame, grads: dict[str, list[float]], out, caption: str) -> None:
-    from methods.core.plots import figure as new_figure
-    from methods.core.plots import save
+    from methods.core.plots import figure as new_figure, save
 
     lrs = sorted(curve_df["lr"].unique())
     fig, axes = new_figure(1, len(lrs) + 1, figsize=(3.4 * (len(lrs) + 1), 3.2))

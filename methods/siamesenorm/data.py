@@ -12,38 +12,14 @@ the held-out arithmetic set is then lm-eval's own `arithmetic` group (see the sc
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
 from methods.core.data import iter_texts, pcfg_sentence
 from methods.core.results import InputError, atomic_path, write_jsonl
 
+from .config import DataConfig
+
 OPS = ("+", "-", "*")
-
-
-@dataclass
-class DataConfig:
-    source: str = "generated"       # "generated" or a hub id / local corpus (paper scale)
-    text_field: str = "text"
-    tokenizer: str = "char"         # "char" (trained here) or a hub tokenizer id
-    train_chars: int = 2_000_000
-    val_chars: int = 100_000
-    arith_fraction: float = 0.5     # share of characters in arithmetic lines (50%)
-    max_operand: int = 1000         # a, b < 1000
-    max_digit: int = 10             # d < 10 for products
-    n_arith_eval: int = 500         # held-out exact-match prompts
-    seed: int = 0
-
-    def __post_init__(self):
-        if not 0 <= self.arith_fraction <= 1:
-            raise InputError(f"config key 'arith_fraction' must be in [0, 1], got {self.arith_fraction}")
-        for key in ("train_chars", "val_chars", "max_operand", "max_digit"):
-            if getattr(self, key) < 1:
-                raise InputError(f"config key '{key}' must be positive, got {getattr(self, key)}")
-        space = 2 * self.max_operand ** 2 + self.max_operand * self.max_digit
-        if self.n_arith_eval * 2 > space:
-            raise InputError(f"config key 'n_arith_eval': {self.n_arith_eval} held-out problems leave "
-                             f"too few of the {space} possible ones for training")
 
 
 def problem(rng: random.Random, cfg: DataConfig) -> tuple[int, str, int]:

@@ -10,31 +10,13 @@ from __future__ import annotations
 
 import math
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from methods.core.evaluate import export_task, metric, run_lm_eval
 from methods.core.models import load_model
 from methods.core.results import InputError, read_json
 
-GENERATED_TASK = "siamesenorm_arith"
-
-
-@dataclass
-class EvalConfig:
-    tasks: list[str] = field(default_factory=lambda: [GENERATED_TASK])
-    arith_task: str = GENERATED_TASK    # the task (or group) whose score is C3's
-    arith_metric: str = "exact_match"   # paper scale: lm-eval `arithmetic` reports "acc"
-    batch_size: int = 64
-    limit: int | None = None            # lm-eval's per-task document limit (smoke only)
-    max_gen_toks: int = 6               # "-999" or "8991" plus the newline
-
-    def __post_init__(self):
-        if GENERATED_TASK in self.tasks and len(self.tasks) > 1:
-            raise InputError(f"config key 'tasks': {GENERATED_TASK!r} runs alone (our exported task "
-                             f"cannot be mixed with lm-eval's registered ones)")
-        if self.arith_task not in self.tasks:
-            raise InputError(f"config key 'arith_task': {self.arith_task!r} is not in tasks {self.tasks}")
+from .config import GENERATED_TASK, EvalConfig
 
 
 def evaluate_runs(cfg: EvalConfig, run_dirs: list[str | Path], data_dir: str | Path) -> list[dict]:

@@ -23,11 +23,11 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
-from transformers import initialization as init
+from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel, initialization as init
 from transformers.modeling_outputs import CausalLMOutput
 
 from methods.core.models import ModelConfig, register_arch
+from methods.core.nn import RMSNorm
 
 NORM_SCHEMES = ("pre", "post", "post_pre", "hybrid_pre")
 ALIASES = {"siamese": "post_pre", "siamese_post_pre": "post_pre", "siamese_hybrid_pre": "hybrid_pre"}
@@ -59,21 +59,6 @@ class SiameseNormConfig(PretrainedConfig):
         self.norm_scheme = norm_scheme
         self.hybrid_attn_norm = hybrid_attn_norm
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kw)
-
-
-class RMSNorm(nn.Module):
-    """y = w ⊙ x / sqrt(mean(x²) + eps). Computed in the input dtype (float32 for half inputs),
-    so float64 tests are exact to float64 rounding."""
-
-    def __init__(self, dim: int, eps: float):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x):
-        xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * xf.to(x.dtype)
 
 
 def rotate_half(x):

@@ -10,33 +10,18 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from methods.core import distributed
-from methods.core.models import ModelConfig, save_trained
+from methods.core.models import save_trained
 from methods.core.results import InputError, provenance
 from methods.core.shards import ShardedTokenStream
 from methods.core.tokenizer import load_tokenizer
-from methods.core.train import TrainConfig, evaluate_loss, train
+from methods.core.train import evaluate_loss, train
 
+from .config import RunConfig
 from .model import build_siamese_model
-
-
-@dataclass
-class RunConfig:
-    model: ModelConfig = field(default_factory=lambda: ModelConfig(d_model=64, n_layers=6, n_heads=4, d_ff=172))
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=400, batch_size=16, lr=1e-2))
-    seq_len: int = 64
-    eval_batches: int = 16          # validation windows: eval_batches × batch_size × seq_len tokens
-    grad_stats_step: int = 100      # per-layer gradient norms at this update
-    diverge_ratio: float = 0.9      # diverged = NaN, or final loss > ratio × initial loss
-    hybrid_attn_norm: bool = False  # variant B: the attn_norm flag of the hybrid_pre variant
-
-    def __post_init__(self):
-        if not 1 <= self.grad_stats_step <= self.train.steps:
-            raise InputError(f"config key 'grad_stats_step' must be in [1, train.steps={self.train.steps}], "
-                             f"got {self.grad_stats_step}")
 
 
 def layer_grad_norms(model) -> list[float]:

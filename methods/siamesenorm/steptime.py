@@ -10,23 +10,24 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Annotated
 
+from methods.core.config import Check, PosInt
 from methods.core.models import ModelConfig
 
+from .config import Scheme, StepTimeSection
 from .model import SiameseNormConfig, SiameseNormForCausalLM
 
 
 @dataclass
-class StepTimeConfig:
-    model: ModelConfig = field(default_factory=lambda: ModelConfig(d_model=64, n_layers=6, n_heads=4, d_ff=172))
-    schemes: list[str] = field(default_factory=lambda: ["pre", "post", "post_pre"])
-    batch_size: int = 16
-    seq_len: int = 64
-    vocab_size: int = 64
-    warmup: int = 3
-    rounds: int = 15
-    seed: int = 0
+class StepTimeConfig(StepTimeSection):
+    """The `steptime` section plus the sweep's model, schemes and batch shape (the workflow
+    merges them in from `run` and `schemes`)."""
+    model: ModelConfig
+    schemes: Annotated[list[Scheme], Check(min_items=1, unique_items=True)]
+    batch_size: PosInt
+    seq_len: PosInt
 
 
 def time_schemes(cfg: StepTimeConfig, device: str | None = None) -> dict:

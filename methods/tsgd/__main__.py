@@ -51,8 +51,7 @@ def _aggregate(a):
             traces[r["variant"]] = list(csv.DictReader(f))
     if "full" not in runs:
         raise InputError("aggregate: the 'full' variant is required (tsgd.variants.full)")
-    m = claim_metrics(base, runs, traces, s.data["n_types"], s.analysis["flat_from"],
-                      s.llm["kind"] == "sim")
+    m = claim_metrics(base, runs, traces, s.data.n_types, s.analysis.flat_from, s.llm.kind == "sim")
     rows = [{"method": "zero_shot", "test_acc": base["zero_shot_test_acc"], "library_size": 0}]
     rows += [{"method": f"static_rag_{c['memory_size']}", "test_acc": c["test_acc"],
               "library_size": c["memory_size"]} for c in base["rag_curve"]]

@@ -11,26 +11,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from .answer import equivalent, last_boxed
+from .config import OptimConfig
 from .library import Library, Op
 from .prompts import parse_op, reflect_messages, solver_messages
 
 
 @dataclass
-class TSGDConfig:
+class TSGDConfig(OptimConfig):
+    """The optimiser settings of one run: tsgd.tsgd (OptimConfig) and a variant's budget and
+    verification (tsgd.variants.<name>)."""
     capacity: int | None     # C; None = no budget
     verify: str              # dual | local | none
-    batch_size: int          # b
-    val_batch: int           # |V_t|
-    lr: int                  # eta: max accepted ops per step
-    k_repair: int            # V1 samples (majority)
-    temperature: float       # V1 sampling temperature
-    epochs: int
-    max_full_context: int    # all rules in context up to this size, else top_r retrieval
-    top_r: int
-    beta: float              # utility EMA
-    eval_every: int          # full-validation accuracy every this many steps (and at the end)
-    max_new_tokens: int
-    seed: int
 
     def __post_init__(self):
         if self.verify not in ("dual", "local", "none"):

@@ -1,60 +1,25 @@
 """DAG steps of the TSGD study: data, baselines, one TSGD variant, aggregate."""
 from __future__ import annotations
 
-import json
+import dataclasses
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from methods.core.config import from_dict, from_json
+from methods.core.config import from_json
 from methods.core.results import InputError, read_jsonl, write_json, write_jsonl
 
+from .config import Config, DataConfig, VariantConfig
 from .synth import SynthConfig
 
 
-@dataclass
-class DataConfig:
-    source: str              # synthetic | hub
-    n_train: int
-    n_val: int
-    n_test: int
-    n_types: int
-    seed: int
-    train_hub: str | None    # paper: EleutherAI/hendrycks_math
-    test_hubs: list          # paper: MATH-500, AIME 2024, AIME 2025
-
-
-@dataclass
-class LLMConfig:
-    kind: str                # sim | endpoint
-    endpoints: list          # [solver, reflector] make_llm specs (endpoint); [] with the simulator
-    sim_solver: dict
-    sim_reflector: dict
-    seed: int
-
-
-@dataclass
-class StudyConfig:
-    data: dict
-    llm: dict
-    embedder: str
-    tsgd: dict
-    variants: dict
-    rag: dict
-    analysis: dict
-
-
-def _sec(cls, obj, where):
-    return from_json(cls, json.dumps(obj), where)
-
-
-def study(cfg_json: str) -> StudyConfig:
-    return from_json(StudyConfig, cfg_json, "tsgd")
+def study(cfg_json: str) -> Config:
+    """The `tsgd:` section, every key checked (methods/tsgd/config.py)."""
+    return from_json(Config, cfg_json, "tsgd")
 
 
 def build_data(cfg_json: str, out: str) -> dict:
     s = study(cfg_json)
-    d = _sec(DataConfig, s.data, "tsgd.data")
+    d = s.data
     if d.source == "synthetic":
         from .synth import generate
 
@@ -105,14 +70,14 @@ def _hub_data(d: DataConfig) -> dict:
     train, val = rows[:d.n_train], rows[d.n_train:d.n_train + d.n_val]
     test = []
     for spec in d.test_hubs:
-        ds = load(spec["id"], None, spec["split"])
-        for key in ("question", "answer"):
-            if spec[key] not in ds.column_names:
-                raise InputError(f"tsgd.data.test_hubs {spec['name']}: {spec['id']} split {spec['split']!r} "
-                                 f"has no field {spec[key]!r} (fields: {ds.column_names})")
+        ds = load(spec.id, None, spec.split)
+        for field in (spec.question, spec.answer):
+            if field not in ds.column_names:
+                raise InputError(f"tsgd.data.test_hubs {spec.name}: {spec.id} split {spec.split!r} "
+                                 f"has no field {field!r} (fields: {ds.column_names})")
         for i, r in enumerate(ds):
-            test.append({"id": f"{spec['name']}{i}", "type": spec["name"],
-                         "question": r[spec["question"]], "answer": str(r[spec["answer"]])})
+            test.append({"id": f"{spec.name}{i}", "type": spec.name,
+                         "question": r[spec.question], "answer": str(r[spec.answer])})
     if d.n_test < len(test):
         keep = sorted(random.Random(d.seed + 1).sample(range(len(test)), d.n_test))
         test = [test[i] for i in keep]
@@ -128,22 +93,20 @@ def load_split(data_dir: str, split: str) -> list[dict]:
     return read_jsonl(p)
 
 
-def make_agent(s: StudyConfig, data_dir: str, variant: dict | None, need_retriever: bool):
+def make_agent(s: Config, data_dir: str, variant: VariantConfig | None, need_retriever: bool):
+    """The agent of one run: the optimiser settings (tsgd.tsgd) with a variant's capacity and
+    verification (the baselines: no budget, no verification)."""
     from .optim import Agent, Retriever, TSGDConfig, make_embed
-    from .sim import ReflectorParams, SimReflector, SimSolver, SolverParams, classify
+    from .sim import SimReflector, SimSolver, classify
 
-    lc = _sec(LLMConfig, s.llm, "tsgd.llm")
-    tc = dict(s.tsgd)
-    tc.update(capacity=(variant or {}).get("capacity"), verify=(variant or {}).get("verify", "none"))
-    try:
-        cfg = from_dict(TSGDConfig, tc, "tsgd.tsgd")
-    except ValueError as e:
-        raise InputError(f"tsgd.variants: {e}") from None
+    lc = s.llm
+    cfg = TSGDConfig(**dataclasses.asdict(s.tsgd), capacity=variant.capacity if variant else None,
+                     verify=variant.verify if variant else "none")
     classify_fn = None
     if lc.kind == "sim":
         index = {r["question"]: r for sp in ("train", "val", "test") for r in load_split(data_dir, sp)}
-        solver = SimSolver(_sec(SolverParams, lc.sim_solver, "tsgd.llm.sim_solver"), index, lc.seed)
-        reflector = SimReflector(_sec(ReflectorParams, lc.sim_reflector, "tsgd.llm.sim_reflector"), index)
+        solver = SimSolver(lc.sim_solver, index, lc.seed)
+        reflector = SimReflector(lc.sim_reflector, index)
         classify_fn = lambda r: classify(r, index, solver.book)  # noqa: E731
     elif lc.kind == "endpoint":
         from methods.core.llm import make_llm
@@ -153,8 +116,6 @@ def make_agent(s: StudyConfig, data_dir: str, variant: dict | None, need_retriev
         solver, reflector = make_llm(lc.endpoints[0]), make_llm(lc.endpoints[1])
     else:
         raise InputError(f"tsgd.llm.kind: expected sim or endpoint, got {lc.kind!r}")
-    if s.embedder not in ("hash", "minilm"):
-        raise InputError(f"tsgd.embedder: expected hash or minilm, got {s.embedder!r}")
     ret = Retriever(lambda: make_embed(s.embedder), lazy=True) if need_retriever else None
     return Agent(solver, reflector, ret, cfg), classify_fn
 
@@ -171,10 +132,10 @@ def baselines(cfg_json: str, data_dir: str, out: str, curve_csv: str) -> dict:
     agent, _ = make_agent(s, data_dir, None, need_retriever=True)
     train, test = load_split(data_dir, "train"), load_split(data_dir, "test")
     zs = agent.accuracy(test, Library(None))[0]
-    cps = [c for c in s.rag["checkpoints"] if c <= len(train)]
+    cps = [c for c in s.rag.checkpoints if c <= len(train)]
     if not cps:
         raise InputError("tsgd.rag.checkpoints: none is <= the number of training problems")
-    curve = static_rag(agent, train, test, int(s.rag["k"]), cps, int(s.rag["seed"]))
+    curve = static_rag(agent, train, test, s.rag.k, cps, s.rag.seed)
     buf = io.StringIO()
     w = csv.DictWriter(buf, ["memory_size", "test_acc"])
     w.writeheader()
@@ -200,10 +161,8 @@ def train_variant(cfg_json: str, variant: str, data_dir: str, out: str, trace_cs
     if variant not in s.variants:
         raise InputError(f"tsgd.variants: no variant {variant!r} (have {sorted(s.variants)})")
     v = s.variants[variant]
-    if set(v) != {"capacity", "verify"}:
-        raise InputError(f"tsgd.variants.{variant}: expected keys capacity, verify; got {sorted(v)}")
     t0 = time.perf_counter()
-    need_ret = v["capacity"] is None or v["capacity"] > s.tsgd["max_full_context"]
+    need_ret = v.capacity is None or v.capacity > s.tsgd.max_full_context
     agent, classify_fn = make_agent(s, data_dir, v, need_retriever=need_ret)
     train, val, test = (load_split(data_dir, sp) for sp in ("train", "val", "test"))
     r = train_tsgd(agent, train, val, classify_fn)
@@ -215,7 +174,7 @@ def train_variant(cfg_json: str, variant: str, data_dir: str, out: str, trace_cs
     w.writeheader()
     w.writerows(r["trace"])
     write_text(trace_csv, buf.getvalue())
-    res = {"variant": variant, **v, "test_acc": test_acc, "final_test_acc": final_test_acc,
+    res = {"variant": variant, **dataclasses.asdict(v), "test_acc": test_acc, "final_test_acc": final_test_acc,
            "best_val_acc": r["best_val_acc"], "best_step": r["best_step"], "max_size": r["max_size"],
            "library": r["library"].to_json(), "final_library": r["final"].to_json(),
            "library_kinds": kinds, "ops": r["ops"], "n_solver_calls": agent.n_solver_calls,

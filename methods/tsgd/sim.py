@@ -23,12 +23,12 @@ import hashlib
 import json
 import math
 import random
-from dataclasses import dataclass
 from fractions import Fraction
 
 from methods.core.llm import LLM
 
 from .answer import equivalent
+from .config import ReflectorParams, SolverParams
 from .prompts import parse_reflect, parse_solver
 from .synth import TYPES
 
@@ -104,23 +104,6 @@ def _form(answer: str, v: float) -> str:
     if v < 0.75 and Fraction(repr(dec)) == f:
         return repr(dec)
     return f"\\frac{{{f.numerator}}}{{{f.denominator}}}" if f > 0 else f"-\\frac{{{-f.numerator}}}{{{f.denominator}}}"
-
-
-@dataclass
-class SolverParams:
-    t0: float
-    t1: float
-    t2: float
-    t3: float
-    t4: float
-    t5: float
-
-
-@dataclass
-class ReflectorParams:
-    p_good: float
-    p_instance: float
-    p_delete: float
 
 
 class SimSolver(LLM):

@@ -21,7 +21,7 @@ def _table(a):
     from .table import TableConfig, build_table
 
     cli.set_threads(a.threads)
-    cfg = from_json(TableConfig, a.config, "table")
+    cfg = from_json(TableConfig, a.config, "uniscale.table")
     members = {Path(p).name: p for p in a.members}
     costs = read_json(a.costs)
     df = build_table(cfg, members, a.verifier, a.data, costs)
@@ -40,24 +40,20 @@ def _analyze(a):
     from .analysis import figures, frontier_areas, metrics, run_all
     from .bandit import BanditConfig
 
-    cfg = from_json(BanditConfig, a.config, "bandit")
+    cfg = from_json(BanditConfig, a.config, "uniscale.bandit")
     t0 = time.perf_counter()
     df = pd.read_parquet(a.table)
-    bad = [p for p in cfg.policies if p not in {"uis_linucb", "uis_linucb_joint", "route_linucb", "tts_linucb",
-                                                "random", "greedy_linear", "knn", "best_fixed", "oracle"}]
-    if bad:
-        raise InputError(f"config key 'bandit.policies': unknown policies {bad}")
     for need in ("uis_linucb", "route_linucb", "tts_linucb", "random"):
         if need not in cfg.policies:
-            raise InputError(f"config key 'bandit.policies': must include {need}")
+            raise InputError(f"config key 'uniscale.bandit.policies': must include {need}")
     if cfg.tts_model not in set(df["model"]):
-        raise InputError(f"config key 'bandit.tts_model': {cfg.tts_model!r} is not a pool member")
+        raise InputError(f"config key 'uniscale.bandit.tts_model': {cfg.tts_model!r} is not a pool member")
     train = [r["prompt"] for r in read_jsonl(Path(a.data) / "train.jsonl")[::10]]
     res = run_all(df, train, cfg)
     areas = frontier_areas(df, cfg)
     m, curves = metrics(res, areas, cfg)
     m["pool_costs"] = read_json(a.costs)["members"]
-    from methods.model_pool.pool import auroc
+    from methods.core.model_pool.pool import auroc
 
     # how well the verifier's final score separates right from wrong final answers in the table
     m["verifier_auroc_final_answer"] = {"all": auroc(df.verifier.tolist(), df.correct.astype(bool).tolist()),

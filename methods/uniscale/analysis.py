@@ -23,8 +23,8 @@ def features(prompts: list[str], meta: list[dict], train_prompts: list[str], dim
     if len(train_prompts) < k:
         from methods.core.results import InputError
 
-        raise InputError(f"config key 'bandit.feat_dim': a PCA to {k} components needs at least {k} train prompts "
-                         f"(every 10th of pool.data.n_train per family), got {len(train_prompts)}")
+        raise InputError(f"config key 'uniscale.bandit.feat_dim': a PCA to {k} components needs at least {k} train prompts "
+                         f"(every 10th of model_pool.data.n_train per family), got {len(train_prompts)}")
     pca = PCA(k, random_state=0).fit(hv.transform(train_prompts).toarray())
     return np.hstack([base, pca.transform(hv.transform(prompts).toarray())])
 

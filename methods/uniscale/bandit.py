@@ -2,9 +2,9 @@
 replayed on the offline table (numpy only)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
+
+from .config import BanditConfig
 
 
 class LinUCB:
@@ -46,24 +46,6 @@ def joint(phi: np.ndarray, psi: np.ndarray) -> np.ndarray:
     """The paper variant x_{t,a} = [φ; ψ(a); φ⊗ψ(a)] for every arm (rows of psi)."""
     k = len(psi)
     return np.hstack([np.tile(phi, (k, 1)), psi, np.einsum("d,ke->kde", phi, psi).reshape(k, -1)])
-
-
-@dataclass
-class BanditConfig:
-    alpha: float = 1.0
-    lam: float = 1.0
-    weights: dict[str, list[float]] = field(default_factory=lambda: {"cost": [0.1, 0.1, 0.8],
-                                                                     "quality": [0.4, 0.4, 0.2]})
-    policies: list[str] = field(default_factory=lambda: ["uis_linucb", "uis_linucb_joint", "route_linucb",
-                                                         "tts_linucb", "random", "greedy_linear", "knn",
-                                                         "best_fixed", "oracle"])
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    route_tts: str = "greedy"        # route-only arms: every model with this TTS setting
-    tts_model: str = "M"             # TTS-only arms: every TTS setting of this model
-    knn_k: int = 10
-    feat_dim: int = 16
-    switch_frac: float = 0.5         # dynamic run: cost → quality weights at t = switch_frac·T
-    cost_norm: list[float] | None = None   # [lo, lo+range] of log10 eFLOPs; null = fit on the table
 
 
 def run_policy(policy: str, R: np.ndarray, Phi: np.ndarray, arms: list[str], psi: np.ndarray,

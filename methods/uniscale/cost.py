@@ -3,7 +3,7 @@ that of arXiv 2605.30898 (Propositions 3.1–3.3, as the official code's
 `src/scripts/compute_eflops.py` writes it), restated in our own words.
 
 eFLOPs = compute FLOPs + I · bytes moved (I = arithmetic intensity, 156 by default).
-`a` is an architecture dict (P, L, n_q, n_kv, head_dim) as `methods.model_pool.pool.arch` gives.
+`a` is an architecture dict (P, L, n_q, n_kv, head_dim) as `methods.core.model_pool.pool.arch` gives.
 """
 from __future__ import annotations
 

@@ -10,32 +10,11 @@ eFLOPs (the paper's cost model, `cost.py`) and matmul FLOPs from the pool's meas
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 
-from methods.model_pool import tasks
+from methods.core.model_pool import tasks
 
 from . import cost
-
-
-@dataclass
-class TableConfig:
-    n_queries: int = 600
-    bon: list[int] = field(default_factory=lambda: [2, 4, 8])
-    beam_cp: int = 4
-    beam_bs: int = 2
-    max_rounds: int = 6
-    temperature: float = 1.0
-    max_new_tokens: int = 48
-    chunk: int = 1024
-    intensity: float = 156.0
-    bytes_w: int = 2
-    bytes_kv: int = 2
-    seed: int = 1
-
-
-def arm_names(members: list[str], cfg: TableConfig) -> list[str]:
-    tts = ["greedy"] + [f"bon{n}" for n in cfg.bon] + ["beam"]
-    return [f"{m}/{t}" for m in members for t in tts]
+from .config import TableConfig
 
 
 class Gen:
@@ -51,7 +30,7 @@ class Gen:
     def generate(self, texts, sample: bool, stop_step: bool, max_new: int):
         """(completions, #generated tokens) for each text; stops at newline (and `;` if stop_step) or
         at the model's eos, which ends the answer as a newline does."""
-        from methods.model_pool import pool
+        from methods.core.model_pool import pool
 
         stops = ((tasks.END, ";") if stop_step else (tasks.END,)) + self.eos
         ids = pool.complete(self.model, self.tok, texts, max_new, self.cfg.temperature if sample else None,
@@ -198,8 +177,8 @@ def build_table(cfg: TableConfig, members: dict[str, str], verifier: str, data_d
     """All (query, arm) rows as a DataFrame."""
     import pandas as pd
 
+    from methods.core.model_pool.pool import arch as arch_of, load
     from methods.core.results import read_jsonl
-    from methods.model_pool.pool import arch as arch_of, load
 
     queries = read_jsonl(f"{data_dir}/test.jsonl")[: cfg.n_queries]
     vmodel, vtok, _ = load(verifier)

@@ -6,27 +6,22 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from methods.core import cli
-from methods.core.config import from_json
+from methods.core.config import from_dict, from_json
 from methods.core.results import read_json, read_jsonl, write_json, write_jsonl, write_metrics
 
-
-@dataclass
-class TheoryConfig:
-    betas: list = field(default_factory=lambda: [1.0, 0.5, 0.25])
+from . import config as C
 
 
 def _world_cfg(a):
-    from .world import WorldConfig
-
-    return from_json(WorldConfig, a.config, "world")
+    return from_json(C.WorldConfig, a.config, "world")
 
 
 def _synth(a):
@@ -43,7 +38,7 @@ def _synth(a):
 def _theory(a):
     from .typicality import fit_alpha, sharpen_table
 
-    cfg = from_json(TheoryConfig, a.config, "theory")
+    cfg = from_json(C.TheoryConfig, a.config, "theory")
     d = Path(a.data)
     world, prefs = read_json(d / "world.json"), read_jsonl(d / "prefs.jsonl")
     t0 = time.perf_counter()
@@ -54,10 +49,10 @@ def _theory(a):
 def _pretrain(a):
     from methods.core.models import save_model
 
-    from .lm import PretrainConfig, pretrain
+    from .lm import pretrain
 
     cli.set_threads(a.threads)
-    cfg = from_json(PretrainConfig, a.config, "pretrain")
+    cfg = from_json(C.PretrainConfig, a.config, "pretrain")
     world = read_json(Path(a.data) / "world.json")
     model, tok, rows = pretrain(world, cfg, log_path=Path(a.out + ".log.jsonl"))
     save_model(model, tok, a.out)
@@ -66,10 +61,10 @@ def _pretrain(a):
 def _dpo(a):
     from methods.core.models import load_model, save_model
 
-    from .lm import DPOConfig, dpo
+    from .lm import dpo
 
     cli.set_threads(a.threads)
-    cfg = from_json(DPOConfig, a.config, "dpo")
+    cfg = from_json(C.DPOConfig, a.config, "dpo")
     d = Path(a.data)
     world, prefs = read_json(d / "world.json"), read_jsonl(d / "prefs.jsonl")
     model, tok = load_model(a.base, training=True)
@@ -78,18 +73,20 @@ def _dpo(a):
 
 
 def _sample(a):
-    from .lm import SampleConfig, pool_logprobs, sample_methods, tiny_backend
+    from .lm import pool_logprobs, sample_methods, tiny_backend
 
     cli.set_threads(a.threads)
     raw = json.loads(a.config)
+    # the workflow passes `generator` = this model's entry of the scale file's sample.generators
     generator = raw.pop("generator", None)
-    cfg = from_json(SampleConfig, json.dumps(raw), "sample")
+    gen = None if generator is None else from_dict(C.VsGenerator, generator, "sample.generator")
+    cfg = from_dict(C.SampleConfig, raw, "sample")
     world = read_json(Path(a.data) / "world.json")
     t0 = time.perf_counter()
-    if generator and generator.get("backend"):  # paper scale: a real LLM (HTTP / hub id)
+    if gen is not None and gen.backend:  # paper scale: a real LLM (HTTP / hub id)
         from methods.core.llm import make_llm
 
-        llm, lp = make_llm({k: v for k, v in generator.items() if v is not None}), None
+        llm, lp = make_llm({k: v for k, v in dataclasses.asdict(gen).items() if v is not None}), None
     else:
         from methods.core.models import load_model
 
@@ -102,10 +99,10 @@ def _sample(a):
 
 
 def _analyze(a):
-    from .analysis import AnalysisConfig, claim_metrics, figure, metric_rows, sim_threshold_sweep
+    from .analysis import claim_metrics, figure, metric_rows, sim_threshold_sweep
     from .lm import fitted_gamma
 
-    cfg = from_json(AnalysisConfig, a.config, "analysis")
+    cfg = from_json(C.AnalysisConfig, a.config, "analysis")
     world = read_json(Path(a.data) / "world.json")
     theory = read_json(a.theory)
     theory["dpo_beta"] = a.dpo_beta

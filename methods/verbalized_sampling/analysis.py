@@ -2,22 +2,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import metrics as M
-from . import prompts as P
-
-
-@dataclass
-class AnalysisConfig:
-    sim_repeats: int = 20            # prompts per topic in the C5 simulation
-    sim_n: int = 30                  # samples per prompt (N/k VS calls)
-    sim_thresholds: list = field(default_factory=lambda: [-1, 0.2, 0.1, 0.07])
-    bootstrap: int = 2000
-    embed: bool = True               # MiniLM semantic diversity (off only in unit tests)
-    seed: int = 0
+from . import metrics as M, prompts as P
+from .config import AnalysisConfig
 
 
 def metric_rows(samples: dict, world: dict, embedder=None) -> list[dict]:

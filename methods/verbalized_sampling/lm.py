@@ -5,38 +5,12 @@ from the backend's log-prob scores."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from methods.core.models import ModelConfig
-from methods.core.train import TrainConfig
-
 from . import prompts as P
+from .config import DPOConfig, PretrainConfig, SampleConfig
 from .world import EOS, prompt_text, sample_doc, vocabulary
-
-
-@dataclass
-class PretrainConfig:
-    model: ModelConfig = field(default_factory=ModelConfig)
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=300, batch_size=64, lr=3e-3))
-    seed: int = 0
-
-
-@dataclass
-class DPOConfig:
-    beta: float = 0.25
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=150, batch_size=16, lr=1e-4))
-
-
-@dataclass
-class SampleConfig:
-    methods: list = field(default_factory=lambda: ["direct", "sequence", "vs_standard"])
-    n: int = 30                 # samples per topic and method
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 40
-    seed: int = 42
 
 
 def word_tokenizer(world: dict):

@@ -10,12 +10,13 @@ Formats (one word = one token):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from methods.core.results import InputError
+from .config import WorldConfig
 
+# config.MAX_TOPICS = len(TOPICS) and config.GRAMMAR_SIZE = len(ADJS) * len(VERBS) * len(PLACES)
+# bound world.n_topics / world.pool_size (tests/verbalized_sampling/test_config.py checks them)
 TOPICS = ["cats", "dogs", "cars", "birds", "boats", "trees", "robots", "clouds", "fish", "kings",
           "bees", "ships", "moons", "frogs", "lamps", "bears", "drums", "ghosts", "pens", "tigers"]
 ADJS = ["lazy", "happy", "tiny", "angry", "sleepy", "brave", "silly", "grumpy", "shy", "loud"]
@@ -23,26 +24,6 @@ VERBS = ["dance", "sing", "sleep", "jump", "cook", "laugh", "fly", "swim"]
 PLACES = ["kitchen", "garden", "office", "moon", "beach", "library", "attic", "forest"]
 EOS = "<eos>"
 FORMATS = ("direct", "sequence", "vs")
-
-
-@dataclass
-class WorldConfig:
-    n_topics: int = 10
-    pool_size: int = 20          # M candidate jokes per topic
-    zipf_s: float = 1.1
-    k: int = 5                   # items per list (sequence / VS)
-    alpha: float = 0.6           # planted typicality weight
-    n_pref_prompts: int = 1500   # preference "prompts" (clusters)
-    responses_per_prompt: int = 4
-    seed: int = 0
-
-    def __post_init__(self):
-        if not 1 <= self.n_topics <= len(TOPICS):
-            raise InputError(f"config key 'n_topics' must be in [1, {len(TOPICS)}], got {self.n_topics}")
-        if not self.k < self.pool_size <= len(ADJS) * len(VERBS) * len(PLACES):
-            raise InputError(f"config key 'pool_size' must exceed k and fit the grammar, got {self.pool_size}")
-        if self.responses_per_prompt < 2 or self.responses_per_prompt > self.pool_size:
-            raise InputError("config key 'responses_per_prompt' must be in [2, pool_size]")
 
 
 def build_world(cfg: WorldConfig) -> dict:

@@ -5,18 +5,10 @@ for W1's relative improvement (signs with bootstrap CIs over seeds).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import pandas as pd
 
-
-@dataclass
-class AnalysisConfig:
-    baseline_wd: float = 0.1                       # the common default the paper compares against
-    monotone_wds: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.3])
-    bootstrap: int = 2000
-    seed: int = 0
+from methods.wd_plasticity.config import AnalysisConfig
 
 
 def table(rows: list[dict]) -> pd.DataFrame:

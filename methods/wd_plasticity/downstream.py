@@ -9,21 +9,14 @@ its gain over the base (our definition following the paper's wording: Δ_task(λ
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 from methods.core.evaluate import export_task, metric, run_lm_eval
 from methods.core.models import load_model
 from methods.core.results import InputError, read_json
+from methods.wd_plasticity.config import EvalConfig
 
 PREFIX = "wdp"
-
-
-@dataclass
-class EvalConfig:
-    batch_size: int = 64
-    limit: int | None = None       # lm-eval's per-task document limit (smoke only)
-    max_gen_toks: int = 8
 
 
 def task_names(task: str) -> tuple[str, str]:

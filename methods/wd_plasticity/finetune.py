@@ -9,23 +9,17 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from methods.core.data import PromptAnswerBatches
 from methods.core.evaluate import answer_nll
 from methods.core.models import load_model, save_model
 from methods.core.results import InputError, provenance, read_jsonl
-from methods.core.train import TrainConfig, train
+from methods.core.train import train
+from methods.wd_plasticity.config import FinetuneConfig
 
 ANSWER_END = "\n"  # the model learns to stop; lm-eval's generate_until stops at "\n"
-
-
-@dataclass
-class FinetuneConfig:
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=300, batch_size=32, lr=1e-3))
-    lrs: list[float] = field(default_factory=lambda: [1e-3, 3e-3])
-    eval_batch_size: int = 64
 
 
 def select_run(runs: list[dict]) -> dict:

@@ -8,23 +8,16 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from methods.core import distributed
-from methods.core.models import ModelConfig, build_model, save_trained
+from methods.core.models import build_model, save_trained
 from methods.core.results import provenance
 from methods.core.shards import ShardedTokenStream
 from methods.core.tokenizer import load_tokenizer
-from methods.core.train import TrainConfig, evaluate_loss, train
-
-
-@dataclass
-class PretrainConfig:
-    model: ModelConfig = field(default_factory=ModelConfig)
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=1000, batch_size=32, lr=3e-3))
-    seq_len: int = 64
-    eval_batches: int = 8
+from methods.core.train import evaluate_loss, train
+from methods.wd_plasticity.config import PretrainConfig
 
 
 def weight_rms(model, min_ndim: int = 2) -> float:

@@ -9,24 +9,14 @@ linear separability, attention regularisation, overfitting; protocols ours).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from methods.core.models import load_model
 from methods.core.results import read_jsonl
 from methods.core.train import evaluate_loss
+from methods.wd_plasticity.config import ProbeConfig
 
 from .pretrain import weight_rms
-
-
-@dataclass
-class ProbeConfig:
-    cv_folds: int = 5
-    n_val_sequences: int = 256
-    loss_batches: int = 8
-    batch_size: int = 32
-    probe_attribute: str = "city"
-    probe_c: float = 1.0          # inverse L2 strength of the logistic probe (sklearn's C)
 
 
 def effective_rank(mats):

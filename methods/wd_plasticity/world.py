@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from methods.core.data import arithmetic_line, iter_texts, load_records, pcfg_sentence
 from methods.core.results import InputError, atomic_path, write_jsonl
+from methods.wd_plasticity.config import TaskSource, WorldConfig
 
 CITIES = ["lima", "oslo", "rome", "kyiv", "doha", "baku", "bern", "cairo", "dakar", "hanoi",
           "kabul", "lagos", "minsk", "paris", "quito", "riga", "seoul", "sofia", "tunis", "accra",
@@ -33,33 +33,6 @@ TEMPLATES = {
 }
 QUESTIONS = {"city": "where does {n} live?", "colour": "what colour does {n} like?",
              "year": "when was {n} born?"}
-
-
-@dataclass
-class TaskSource:
-    source: str = "world"          # "world" (generated) or a hub id / saved dataset directory
-    prompt_field: str = "prompt"
-    answer_field: str = "answer"
-    n_train: int = 2000            # generated tasks: examples per split (T2, T3)
-    n_dev: int = 250
-    n_test: int = 500
-
-
-@dataclass
-class WorldConfig:
-    source: str = "world"          # pretraining corpus: "world" or a hub id / local dataset
-    text_field: str = "text"
-    n_people: int = 300
-    n_cities: int = 20
-    n_colours: int = 10
-    corpus_chars: int = 1_200_000
-    val_chars: int = 60_000
-    mix_bio: float = 0.60          # shares of the corpus by document (60/25/15)
-    mix_arith: float = 0.25
-    qa_train_people: float = 0.5   # T1: first half trains; the rest splits into dev and test
-    qa_dev_people: float = 0.125
-    seed: int = 1234
-    tasks: dict[str, TaskSource] = field(default_factory=dict)
 
 
 def make_people(cfg: WorldConfig) -> list[dict]:

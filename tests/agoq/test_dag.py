@@ -1,6 +1,7 @@
 """The AGoQ DAG plans at every scale (one training job per train variant, one probe, one
 aggregate, claims); a bad key in its scale section, or a bad step config, fails in one line
 naming the key."""
+import json
 import subprocess
 import sys
 
@@ -26,7 +27,9 @@ def test_bad_key_in_section_is_named(tmp_path):
 
 
 def test_bad_step_config_is_one_line(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "methods.agoq", "data", "--config", '{"arith_fraction": 2}',
+    data = {"source": "generated", "text_field": "text", "tokenizer": "char", "train_chars": 400_000,
+            "val_chars": 20_000, "arith_fraction": 2, "max_operand": 100, "seed": 0}
+    out = subprocess.run([sys.executable, "-m", "methods.agoq", "data", "--config", json.dumps(data),
                           "--out", str(tmp_path / "d")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "arith_fraction" in out.stderr, out.stderr

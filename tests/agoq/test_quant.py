@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from methods.agoq.quangrad import Int8GradBuffer
-from methods.agoq.quant import (group_dequant, group_quant, pack_codes, sym_dequant, sym_divisor,
-                                sym_quant, unpack_codes)
+from methods.agoq.quant import group_dequant, group_quant, pack_codes, sym_dequant, sym_divisor, sym_quant, unpack_codes
 
 
 def test_asym_2bit_hand_case():

@@ -5,12 +5,17 @@ import random
 
 import pytest
 
-from methods.asag.data import DataConfig, Vocab, build, problem, trace
+from methods.asag.config import DataConfig
+from methods.asag.data import Vocab, build, problem, trace
 from tests.workflow.conftest import bad_scale_edit, plan_paper
+
+# the data step's former defaults, written out (the config classes have none)
+DATA = dict(n_train=20000, n_test=300, p_mul=0.3, max_operand=99, max_rechecks=4, p_late_slip=0.15, p_first_slip=0.2,
+            p_loop=0.1, max_len=160, seed=0)
 
 
 def test_trace_patterns_and_rates(tmp_path):
-    cfg = DataConfig(n_train=3000, n_test=50, seed=3)
+    cfg = DataConfig(**{**DATA, "n_train": 3000, "n_test": 50, "seed": 3})
     build(cfg, tmp_path / "d")
     rows = [json.loads(l) for l in (tmp_path / "d" / "train.jsonl").read_text().splitlines()]
     test = [json.loads(l) for l in (tmp_path / "d" / "test.jsonl").read_text().splitlines()]
@@ -32,7 +37,7 @@ def test_trace_patterns_and_rates(tmp_path):
 
 def test_first_slip_is_fixed_by_the_first_recheck():
     rng = random.Random(0)
-    cfg = DataConfig(p_first_slip=1.0, p_late_slip=0.0, p_loop=0.0)
+    cfg = DataConfig(**{**DATA, "p_first_slip": 1.0, "p_late_slip": 0.0, "p_loop": 0.0})
     for _ in range(50):
         p = problem(rng, 0.3)
         t, meta = trace(rng, p, cfg)

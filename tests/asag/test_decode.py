@@ -2,16 +2,21 @@
 from Q/K and transformers' eager `output_attentions`; the DEER probe's confidence equals a hand
 computation from full (uncached) forward passes and leaves the cache as it was."""
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
+from methods.asag.config import DecodeConfig, Policy
 from methods.asag.data import Vocab
-from methods.asag.decode import DecodeConfig, Decoder
-from methods.asag.signals import Policy, window_entropy
+from methods.asag.decode import Decoder
+from methods.asag.signals import window_entropy
 from methods.core.models import ModelConfig, build_model
 
 torch.set_num_threads(1)
+# the decode step's former defaults, written out (the config classes have none)
+DECODE = DecodeConfig(budget=200, probe_max=6, window_cap=64, n_last_layers=4, inject_weight=0.05, n_problems=0,
+                      policies=[])
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +65,7 @@ def test_captured_attention_matches_eager_and_manual(model):
     man = manual_attention(m, ids)
     for a, b in zip(eager, man):
         torch.testing.assert_close(a.double(), b, atol=1e-5, rtol=1e-4)
-    dec = Decoder(m, v, DecodeConfig())
+    dec = Decoder(m, v, DECODE)
     T = ids.shape[1]
     rows, cur, prev = range(T - 8, T), (T - 8, T), (T - 16, T - 8)
     st = dec.attention(ids[0].tolist(), rows, prev, cur)
@@ -73,7 +78,7 @@ def test_probe_confidence_by_hand_and_cache_restored(model):
     from transformers import DynamicCache
 
     m, v = model
-    dec = Decoder(m, v, DecodeConfig(probe_max=4))
+    dec = Decoder(m, v, replace(DECODE, probe_max=4))
     state = v.encode("Q: 1 2 + 3 4 + 5 6 = ? <think> 1 2 + 3 4 = 4 6 .")
     with torch.no_grad():
         logits, cache = dec._feed(state, DynamicCache())
@@ -98,10 +103,10 @@ def test_probe_confidence_by_hand_and_cache_restored(model):
 
 def test_nogate_decoding_equals_deer(model):
     m, v = model
-    cfg = DecodeConfig(budget=60, probe_max=4)
+    cfg = replace(DECODE, budget=60, probe_max=4)
     dec = Decoder(m, v, cfg)
     p = v.encode("Q: 1 2 + 3 4 + 5 6 = ? <think>")
     with torch.no_grad():
-        a = dec.run(p, Policy("deer", kind="deer", lam=0.5))
-        b = dec.run(p, Policy("ng", kind="asag", lam=0.5, alpha=1e9, inject=False, jump=False))
+        a = dec.run(p, Policy("deer", kind="deer", lam=0.5, alpha=-0.1, max_jumps=2, inject=True, jump=True))
+        b = dec.run(p, Policy("ng", kind="asag", lam=0.5, alpha=1e9, max_jumps=2, inject=False, jump=False))
     assert (a["text"], a["exit"]) == (b["text"], b["exit"])

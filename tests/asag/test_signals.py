@@ -2,15 +2,27 @@
 attention recomputed from the layers' Q/K projections and transformers' eager attentions, the
 controller's actions on hand-constructed entropy traces, and DEER's stopping rule by hand."""
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import scipy.stats
 import torch
 
-from methods.asag.signals import (CONTINUE, EXIT, INJECT, JUMP, Policy, answer_confidence,
-                                  asag_decide, attention_state, deer_stop, inject_probs,
-                                  row_entropy, window_entropy)
+from methods.asag.config import Policy
+from methods.asag.signals import (
+    CONTINUE,
+    EXIT,
+    INJECT,
+    JUMP,
+    answer_confidence,
+    asag_decide,
+    attention_state,
+    deer_stop,
+    inject_probs,
+    row_entropy,
+    window_entropy,
+)
 
 torch.set_num_threads(1)
 
@@ -65,7 +77,7 @@ def run_trace(trace, pol):
 
 
 def test_controller_actions_follow_entropy_traces():
-    pol = Policy("asag", lam=0.95, alpha=-0.1, max_jumps=2)
+    pol = Policy("asag", kind="asag", lam=0.95, alpha=-0.1, max_jumps=2, inject=True, jump=True)
     # confident at the first ATP: DEER-style exit
     assert run_trace([(0.97, 10.0, False)], pol) == [EXIT]
     # entropy falls by 20% (< α) while unsure → inject, then confident with the drop kept → exit
@@ -78,13 +90,14 @@ def test_controller_actions_follow_entropy_traces():
     # no trap → continue; ΔH exactly α is not "< α"
     assert run_trace([(0.3, 10.0, False), (0.3, 9.0, False)], pol) == [CONTINUE, CONTINUE]
     # ablations: no injection → continue; no jump → continue
-    assert run_trace([(0.5, 10.0, False), (0.6, 8.0, False)], Policy("x", inject=False)) == [CONTINUE, CONTINUE]
-    assert run_trace([(0.3, 10.0, False), (0.3, 11.0, True)], Policy("x", jump=False)) == [CONTINUE, CONTINUE]
+    no_inject, no_jump = replace(pol, name="x", inject=False), replace(pol, name="x", jump=False)
+    assert run_trace([(0.5, 10.0, False), (0.6, 8.0, False)], no_inject) == [CONTINUE, CONTINUE]
+    assert run_trace([(0.3, 10.0, False), (0.3, 11.0, True)], no_jump) == [CONTINUE, CONTINUE]
 
 
 def test_no_gate_is_deer():
     rng = np.random.default_rng(2)
-    pol = Policy("nogate", alpha=1e9, inject=False, jump=False)
+    pol = Policy("nogate", kind="asag", lam=0.95, alpha=1e9, max_jumps=2, inject=False, jump=False)
     for _ in range(200):
         tr = [(float(rng.uniform(0.8, 1.0)), float(rng.uniform(5, 15)), bool(rng.integers(2))) for _ in range(5)]
         acts = run_trace(tr, pol)

@@ -15,8 +15,7 @@ import yaml
 
 from methods.core import claims as C
 from methods.core.config import from_dict, from_json
-from methods.core.results import (InputError, atomic_path, config_hash, read_json, write_json,
-                                  write_metrics)
+from methods.core.results import InputError, atomic_path, config_hash, read_json, write_json, write_metrics
 from methods.core.train import TrainConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -27,8 +27,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from methods.core import runtime
-from methods.core import train as T
+from methods.core import runtime, train as T
 from methods.core.data import PromptAnswerBatches, pcfg_sentence
 from methods.core.models import ModelConfig, build_model
 from methods.core.tokenizer import train_tokenizer

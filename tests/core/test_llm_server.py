@@ -11,8 +11,7 @@ import time
 import pytest
 import torch
 
-from methods.core.llm import (HFBackend, LLMError, OpenAIBackend, SimBackend, make_llm,
-                              simple_chat_format)
+from methods.core.llm import HFBackend, LLMError, OpenAIBackend, SimBackend, make_llm, simple_chat_format
 from methods.core.llm_server import LLMServer
 from tests.core.test_llm import PROMPTS, tiny_dir  # noqa: F401  (fixture)
 

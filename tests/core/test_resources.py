@@ -34,8 +34,9 @@ def test_param_count_equals_llama(tie, kv):
 
 def test_param_count_equals_our_model_zoo():
     """spec_from_config reads a scale file's `model:` section as methods/core/models builds it."""
-    from methods.core.models import ModelConfig, llama_config
     from transformers import LlamaForCausalLM
+
+    from methods.core.models import ModelConfig, llama_config
 
     class Tok:  # what llama_config reads from a tokenizer
         pad_token_id, eos_token_id = 0, 1

@@ -15,8 +15,7 @@ import pytest
 import torch
 
 from methods.core.results import InputError
-from methods.core.tokenizer import (ensure_mask_token, ensure_pad, require_tokens, stop_criteria,
-                                    stop_index, token_id)
+from methods.core.tokenizer import ensure_mask_token, ensure_pad, require_tokens, stop_criteria, stop_index, token_id
 from tests.core.hub_tokenizers import build_family_tokenizer
 
 torch.set_num_threads(1)

@@ -284,8 +284,7 @@ def test_sgd_weight_decay_is_l2_in_the_gradient(float64, momentum):
 # ---------------------------------------------------------------------------- schedule ----
 @pytest.mark.parametrize("steps,warmup", [(1, 0), (10, 0), (10, 1), (37, 5), (20, 20), (100, 10)])
 def test_cosine_schedule_matches_transformers(steps, warmup):
-    from transformers.optimization import (get_cosine_schedule_with_warmup,
-                                           get_cosine_with_min_lr_schedule_with_warmup)
+    from transformers.optimization import get_cosine_schedule_with_warmup, get_cosine_with_min_lr_schedule_with_warmup
 
     def hf(make, **kw):
         opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)

@@ -6,8 +6,13 @@ import torch
 import torch.nn.functional as F
 
 from methods.core.moe import MoELayer
-from methods.dag_moe.aggregate import (AggregatedMoE, StructureGenerator, generator_params,
-                                       n_binary_structures, n_labelled_dags)
+from methods.dag_moe.aggregate import (
+    AggregatedMoE,
+    StructureGenerator,
+    generator_params,
+    n_binary_structures,
+    n_labelled_dags,
+)
 
 torch.set_num_threads(1)
 

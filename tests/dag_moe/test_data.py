@@ -11,7 +11,11 @@ import pytest
 from methods.dag_moe import data as D
 
 ROOT = Path(__file__).resolve().parents[2]
-CFG = D.DataConfig()
+# the tiny world (the step's former defaults)
+DATA = {"source": "generated", "text_field": "text", "tokenizer": "word", "corpus_chars": 0, "modulus": 17,
+        "n_functions": 12, "heldout_frac": 0.3, "mix_c1": 0.5, "mix_c2": 0.25, "mix_c3": 0.25, "seq_len": 32,
+        "n_val_rows": 256, "seed": 1234}
+CFG = D.DataConfig(**DATA)
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +134,7 @@ def test_bad_config_key_is_one_line_error(tmp_path):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "bogus_key" in lines[0]
     out = subprocess.run([sys.executable, "-m", "methods.dag_moe", "data", "--config",
-                          json.dumps({"mix_c1": 0.9}), "--out", str(tmp_path / "d")],
+                          json.dumps({**DATA, "mix_c1": 0.9}), "--out", str(tmp_path / "d")],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "mix_c1" in out.stderr.strip().splitlines()[-1]
     assert len(out.stderr.strip().splitlines()) == 1

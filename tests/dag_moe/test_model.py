@@ -8,8 +8,16 @@ from transformers import AutoModelForCausalLM
 
 from methods.core.models import ModelConfig
 from methods.dag_moe.aggregate import AggregatedMoE
-from methods.dag_moe.model import (ArchConfig, DagMoEForCausalLM, MoEConfig, build, dag_moe_config,
-                                   flops_per_token, moe_loss, param_counts)
+from methods.dag_moe.model import (
+    ArchConfig,
+    DagMoEForCausalLM,
+    MoEConfig,
+    build,
+    dag_moe_config,
+    flops_per_token,
+    moe_loss,
+    param_counts,
+)
 
 torch.set_num_threads(1)
 
@@ -21,8 +29,12 @@ CARD = {  # the tiny architectures
 V = 60
 
 
+MOE = {"edge_bias_init": 0.0, "edge_weight_init_std": 0.0, "edge_mode": "soft", "dispatch": "sorted",
+       "router_renormalize": True, "aux_loss_coef": 1e-2}
+
+
 def _cfg(arch, model=M, **moe):
-    return dag_moe_config(model, arch, MoEConfig(**moe), V, 0, 1)
+    return dag_moe_config(model, arch, MoEConfig(**{**MOE, **moe}), V, 0, 1)
 
 
 @pytest.mark.parametrize("name", sorted(CARD))

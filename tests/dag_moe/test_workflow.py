@@ -13,12 +13,12 @@ def test_dry_run_job_counts(tmp_path, scale, n_train, n_seeds, n_lm_eval):
     out = snakemake(f"{tmp_path}/{scale}/dag_moe/claims.json", "-n", "--quiet", "rules",
                     config={"results_dir": tmp_path, "scale": scale}, timeout=300)
     counts = job_counts(out.stdout)
-    expected = {"dm_data": 1, "dm_train": n_train, "dm_compose": 2, "dm_timing": 1,
-                "dm_aggregate": 1, "claims": 1}
+    expected = {"dag_moe_data": 1, "dag_moe_train": n_train, "dag_moe_compose": 2, "dag_moe_timing": 1,
+                "dag_moe_aggregate": 1, "claims": 1}
     if n_lm_eval:  # paper scale: zero-shot lm-eval tasks of every LM
-        expected["dm_lm_eval"] = n_lm_eval
+        expected["dag_moe_lm_eval"] = n_lm_eval
     if scale == "paper":  # the hub corpus is tokenized once into shards; tiny generates batches
-        expected["dm_shards"] = 1
+        expected["dag_moe_shards"] = 1
     assert counts == expected, out.stdout
     assert n_train == 4 * n_seeds
 

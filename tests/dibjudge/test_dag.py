@@ -10,7 +10,7 @@ pytestmark = pytest.mark.workflow
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "dibjudge", scale)
-    assert counts == {"dj_data": 1, "dj_train": len(sec["variants"]), "dj_report": 1, "claims": 1}
+    assert counts == {"dibjudge_data": 1, "dibjudge_train": len(sec["variants"]), "dibjudge_report": 1, "claims": 1}
     # the six variants: sft, dib_vib, dib_vq, no_dis, no_proxy, no_bottleneck; smoke runs 3 of them (CI time)
     assert len(sec["variants"]) == (3 if scale == "smoke" else 6)
 

@@ -8,8 +8,9 @@ import json
 import pytest
 
 from methods.core.config import from_json
+from methods.dibjudge.config import DataConfig
 from methods.dibjudge.run import Vocab
-from methods.dibjudge.synth_lang import DataConfig, generate
+from methods.dibjudge.synth_lang import generate
 
 CFG = dict(n_people=6, n_objects=4, n_colours=5, max_count=4, n_train={"EN": 300, "L1": 300, "L2": 300},
            n_synonyms={"L1": 2, "L2": 3}, mt_better_frac=0.8, particle_prob=0.5, n_test=200, len_bins=4,

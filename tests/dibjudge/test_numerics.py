@@ -8,9 +8,16 @@ import pytest
 import torch
 from scipy.stats import wasserstein_distance
 
-from methods.dibjudge.analysis import ReportConfig, claim_metrics
-from methods.dibjudge.model import (EMAVectorQuantizer, cross_correlation, dis_loss,
-                                    distance_correlation, gaussian_kl, wasserstein_1d)
+from methods.dibjudge.analysis import claim_metrics
+from methods.dibjudge.config import ReportConfig
+from methods.dibjudge.model import (
+    EMAVectorQuantizer,
+    cross_correlation,
+    dis_loss,
+    distance_correlation,
+    gaussian_kl,
+    wasserstein_1d,
+)
 from methods.dibjudge.synth_lang import BigramLM, quantile_edges, to_bin, ttr
 
 

@@ -14,8 +14,9 @@ pytestmark = pytest.mark.workflow
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "efficient_dlm", scale)
-    assert counts == {"edlm_data": 1, "edlm_train_ar": 1, "edlm_convert": len(sec["variants"]),
-                      "edlm_eval": 1, "edlm_report": 1, "claims": 1}
+    assert counts == {"efficient_dlm_data": 1, "efficient_dlm_train_ar": 1,
+                      "efficient_dlm_convert": len(sec["variants"]), "efficient_dlm_eval": 1,
+                      "efficient_dlm_report": 1, "claims": 1}
     if scale != "smoke":   # all four variants (smoke runs two)
         assert len(sec["variants"]) == 4
 

@@ -15,7 +15,8 @@ import torch
 from methods.core.models import ModelConfig, build_model, load_model, save_model
 from methods.core.results import InputError
 from methods.core.tokenizer import token_id, train_tokenizer
-from methods.efficient_dlm.run import EvalConfig, decode_all, diffusion_mask_id
+from methods.efficient_dlm.config import EvalConfig
+from methods.efficient_dlm.run import decode_all, diffusion_mask_id
 from tests.core.hub_tokenizers import build_family_tokenizer
 
 torch.set_num_threads(1)
@@ -47,9 +48,10 @@ def test_qwen_tokenizer_gets_a_mask_token_that_survives_save_and_load(tmp_path):
     # decoding the converted model runs end to end with these ids (it crashed on None before)
     rows = [{"prompt": "x = 1;\n", "answer": "y", "task": "add"}, {"prompt": "The cat", "answer": " sat", "task": "rev"}]
     spec = {"pattern": "blk_clean", "shift": False}
-    res = decode_all(model2, tok2, rows, "dlm", EvalConfig(block=4, max_new=8, batch_size=2), threshold=0.9, spec=spec)
+    ecfg = EvalConfig(block=4, thresholds=[0.99, 0.9, 0.7, 0.5], max_new=8, n_per_task=300, batch_size=2)
+    res = decode_all(model2, tok2, rows, "dlm", ecfg, threshold=0.9, spec=spec)
     assert 0.0 <= res["acc"] <= 1.0 and res["nfe"] >= 1
-    res_ar = decode_all(model2, tok2, rows, "ar", EvalConfig(block=4, max_new=8, batch_size=2))
+    res_ar = decode_all(model2, tok2, rows, "ar", ecfg)
     assert res_ar["nfe"] >= 1
 
 

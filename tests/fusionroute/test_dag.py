@@ -13,8 +13,8 @@ pytestmark = pytest.mark.workflow
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
     _, counts = plan_paper(tmp_path, "fusionroute", scale)
-    assert counts == {"fr_gen_data": 1, "fr_train_expert": 3, "fr_sft_router": 1, "fr_cdpo": 1,
-                      "fr_eval": 1, "claims": 1}
+    assert counts == {"fusionroute_gen_data": 1, "fusionroute_train_expert": 3, "fusionroute_sft_router": 1,
+                      "fusionroute_cdpo": 1, "fusionroute_eval": 1, "claims": 1}
 
 
 def test_bad_key_in_section_is_named(tmp_path):
@@ -22,9 +22,9 @@ def test_bad_key_in_section_is_named(tmp_path):
     assert "fusionroute.router" in msg
 
 
-def test_cli_bad_config_is_one_line():
+def test_cli_bad_config_is_one_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "methods.fusionroute", "data", "--config",
-                          '{"n_trian": 3}', "--out", "/tmp/never"], cwd=ROOT, capture_output=True, text=True)
+                          '{"n_trian": 3}', "--out", str(tmp_path / "never")], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2
     lines = [l for l in out.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and "n_trian" in lines[0], out.stderr

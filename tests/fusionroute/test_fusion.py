@@ -6,8 +6,17 @@ import torch
 import torch.nn.functional as F
 
 from methods.fusionroute import data as D
-from methods.fusionroute.fusion import (dpo_loss, fuse, fused_seq_logp, greedy, informative, next_token,
-                                        route_loss, sft_loss)
+from methods.fusionroute.config import DataConfig
+from methods.fusionroute.fusion import (
+    dpo_loss,
+    fuse,
+    fused_seq_logp,
+    greedy,
+    informative,
+    next_token,
+    route_loss,
+    sft_loss,
+)
 
 # vocabulary of the constructed case: 0 'a', 1 'b', 2 'c', 3 ';' (stop), 4 pad
 A, B, C, STOP, PAD = range(5)
@@ -116,7 +125,8 @@ def test_cdpo_loss_by_hand():
 
 def test_data_answers_are_correct():
     import random
-    cfg = D.DataConfig(n_train=50, n_test=10)
+    cfg = DataConfig(n_train=50, n_test=10, add_digits=2, rev_min=3, rev_max=6, brk_min=3, brk_max=6,
+                     home_frac=0.9, seed=0)
     rng = random.Random(1)
     for _ in range(200):
         t = D.item(rng, "comp", cfg)

@@ -6,7 +6,10 @@ import torch
 from methods.core.models import ModelConfig, build_model
 from methods.core.tokenizer import train_tokenizer
 from methods.fusionroute import data as D
-from methods.fusionroute.run import EvalConfig, _router_module, costs, decode, make_step, merge
+from methods.fusionroute.config import EvalConfig
+from methods.fusionroute.decode import decode, make_step
+from methods.fusionroute.evaluate import costs, merge
+from methods.fusionroute.router import router_module
 
 
 @pytest.fixture(scope="module")
@@ -14,7 +17,7 @@ def setup():
     tok = train_tokenizer([D.alphabet()], kind="char")
     cfg = ModelConfig(d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=48)
     experts = [build_model(cfg, tok, seed=s).eval() for s in (0, 1, 2)]
-    router = _router_module(build_model(ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, max_seq_len=48),
+    router = router_module(build_model(ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, max_seq_len=48),
                                         tok, seed=3), 3).eval()
     return tok, experts, router
 
@@ -54,7 +57,8 @@ def test_merge_is_the_weight_average(setup):
 
 def test_costs_are_measured(setup):
     _, experts, router = setup
-    c = costs({"expert": experts[0], "router": router.lm}, EvalConfig(cost_ctx_len=8, cost_batch=2, cost_repeats=2))
+    ev = EvalConfig(max_new_tokens=10, batch_size=512, cost_ctx_len=8, cost_batch=2, cost_repeats=2)
+    c = costs({"expert": experts[0], "router": router.lm}, ev)
     for name in ("expert", "router"):
         assert c[name]["flops_rel_err"] < 1e-3
         assert c[name]["wall_s_per_token"] > 0

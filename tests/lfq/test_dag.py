@@ -27,10 +27,14 @@ def test_bad_key_in_section_is_named(tmp_path):
 
 
 def test_bad_step_config_is_one_line(tmp_path):
+    import json
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "methods.lfq", "data", "--config", '{"sum_fraction": 2}',
+    # the data step's former defaults, written out (the config classes have none), and one bad value
+    cfg = {"train_chars": 1_500_000, "val_chars": 60_000, "calib_chars": 60_000, "sum_fraction": 2, "n_digits": 30,
+           "n_eval": 100, "seed": 0}
+    out = subprocess.run([sys.executable, "-m", "methods.lfq", "data", "--config", json.dumps(cfg),
                           "--out", str(tmp_path / "d")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "sum_fraction" in out.stderr, out.stderr

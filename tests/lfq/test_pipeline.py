@@ -1,14 +1,20 @@
 """The model-level pipeline on a 2-block model: quantized directories load with
 `from_pretrained`, their packed file dequantizes to exactly the saved weights, quantized blocks
 are on the group grid, and LFQ changes only the final block of its base."""
+from dataclasses import replace
+
 import pytest
 import torch
 
+from kernels import quant as kq
 from methods.core.models import ModelConfig, build_model, load_model
 from methods.core.tokenizer import train_tokenizer
 from methods.lfq.ptq import LINEARS, QuantConfig, final_block, quantize_model
 from methods.lfq.store import load_records, save_quantized
-from kernels import quant as kq
+
+# the quantize step's former defaults, written out (the config classes have none)
+QUANT = QuantConfig(bits=3, group_size=32, epochs=10, batch_size=4, lr=1e-2, chunk=256, gptq_block_size=128,
+                    gptq_percdamp=0.01, gptq_act_order=False, forward_batch=16, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +30,7 @@ def tiny(tmp_path_factory):
 @pytest.mark.parametrize("method", ["rtn", "gptq", "omni"])
 def test_quantized_dir_roundtrip(tiny, method):
     model, tok, ids, tmp = tiny
-    cfg = QuantConfig(bits=3, group_size=16, epochs=1, forward_batch=4)
+    cfg = replace(QUANT, bits=3, group_size=16, epochs=1, forward_batch=4)
     q, records, log = quantize_model(model, ids, method, cfg)
     assert len(records) == 2 * len(LINEARS) and len(log) == 2
     out = tmp / method
@@ -45,7 +51,7 @@ def test_quantized_dir_roundtrip(tiny, method):
 
 def test_lfq_changes_only_the_final_block(tiny):
     model, tok, ids, _ = tiny
-    cfg = QuantConfig(bits=2, group_size=16, epochs=2, forward_batch=4)
+    cfg = replace(QUANT, bits=2, group_size=16, epochs=2, forward_batch=4)
     base, _, _ = quantize_model(model, ids, "rtn", cfg)
     lfq, records, log = final_block(model, base, ids, "lfq", cfg)
     assert set(records) == {f"model.layers.1.{n}" for n in LINEARS}
@@ -62,7 +68,7 @@ def test_in_place_quantization_equals_the_copy(tiny, method):
     import copy
 
     model, tok, ids, _ = tiny
-    cfg = QuantConfig(bits=3, group_size=16, epochs=1, forward_batch=4)
+    cfg = replace(QUANT, bits=3, group_size=16, epochs=1, forward_batch=4)
     q_copy, rec_copy, _ = quantize_model(model, ids, method, cfg)
     own = copy.deepcopy(model)
     q_in, rec_in, _ = quantize_model(own, ids, method, cfg, in_place=True)
@@ -75,3 +81,31 @@ def test_in_place_quantization_equals_the_copy(tiny, method):
     assert lfq_in is q_in
     for k, v in lfq_copy.state_dict().items():
         assert torch.equal(v, lfq_in.state_dict()[k]), k
+
+
+def test_paper_scale_base_is_the_hub_model_as_is(tmp_path):
+    """`train_base` with `hub_id` (a local bf16 directory stands in for the hub id) saves that
+    model untouched: same tensors, same dtype, no training; an empty hub_id is a named error."""
+    import dataclasses
+
+    from methods.core.models import save_model
+    from methods.core.results import InputError
+    from methods.core.train import TrainConfig
+    from methods.lfq.base import train_base
+    from methods.lfq.config import BaseConfig
+
+    tok = train_tokenizer(["s0123456789 the cat"], "char")
+    hub = build_model(ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, max_seq_len=32), tok, 3)
+    hub = hub.to(torch.bfloat16)
+    save_model(hub, tok, tmp_path / "hub")
+    cfg = BaseConfig(model=ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, max_seq_len=32),
+                     train=TrainConfig(steps=300, batch_size=32, lr=3e-3), seq_len=16, val_batches=8,
+                     hub_id=str(tmp_path / "hub"), seed=0)
+    assert train_base(cfg, tmp_path / "no_data", tmp_path / "out") == {"hub_id": str(tmp_path / "hub")}
+    got, _ = load_model(tmp_path / "out", dtype="auto")
+    want = hub.state_dict()
+    assert {k: v.dtype for k, v in got.state_dict().items()} == {k: torch.bfloat16 for k in want}
+    assert all(torch.equal(got.state_dict()[k], v) for k, v in want.items())
+    assert not (tmp_path / "out" / "train_log.json").exists()
+    with pytest.raises(InputError, match="hub_id"):
+        train_base(dataclasses.replace(cfg, hub_id=" "), tmp_path / "no_data", tmp_path / "out2")

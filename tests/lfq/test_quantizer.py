@@ -4,10 +4,10 @@ and against RTN, LFQ's loss against F.kl_div + entropy, and the packed files aga
 import torch
 import torch.nn.functional as F
 
+from kernels import quant as kq
 from methods.lfq.gptq import gptq_quantize
 from methods.lfq.ptq import _head_loss, soft_ce
 from methods.lfq.quantizer import LWCLinear, fake_quant, group_params, rtn
-from kernels import quant as kq
 
 
 def _rtn_weights(w, bits, g):

@@ -18,7 +18,7 @@ def data():
 def test_theorem_d1_memora_reduces_to_rag_exactly(data):
     convs, qas = data
     embed = memory.EmbeddingCache(fallback=lambda: memory.HashEmbedder())
-    llm, pc = memory.TemplateMemoraLLM(), memory.PolicyConfig(k=5)
+    llm, pc = memory.TemplateMemoraLLM(), memory.PolicyConfig(k=5, expand=2, budget=4)
     n = 0
     for c in convs:
         chunks = memory.rag_chunks(c, 3)
@@ -109,7 +109,7 @@ def test_consolidation_merges_updates_and_keeps_sources(data):
     emb = memory.EmbeddingCache(fallback=lambda: memory.HashEmbedder())
     llm = memory.TemplateMemoraLLM()
     c = convs[0]
-    mem = memory.build_memora(c, llm, emb, memory.BuildConfig())
+    mem = memory.build_memora(c, llm, emb, memory.BuildConfig(consolidate_k=5, gamma=0.7, chunk_turns=3))
     fs = memory.build_factstore(c, llm, emb)
     # every extracted fact is in exactly one memora entry; no two entries share (entity, aspect)
     assert sorted(s for e in mem.entries.values() for s in e.sources) == sorted(s for e in fs.entries.values() for s in e.sources)

@@ -42,7 +42,7 @@ def test_prompted_build_consolidates_and_filters_anchors():
         {"dia_id": "D1:1", "speaker": "Jane", "text": "I live in Oslo."},
         {"dia_id": "D1:2", "speaker": "Jane", "text": "Oslo is home."}]}]}
     emb = memory.EmbeddingCache(fallback=lambda: memory.HashEmbedder())
-    st = memory.build_memora(conv, llm, emb, memory.BuildConfig())
+    st = memory.build_memora(conv, llm, emb, memory.BuildConfig(consolidate_k=5, gamma=0.7, chunk_turns=3))
     [e] = st.entries.values()
     assert e.value == "Jane lives in Oslo (again)." and e.sources == ["D1:1", "D1:2"] and st.n_updates == 1
     assert e.anchors == ["Jane city", "Jane home life"]      # equal-to-index and 1-word anchors dropped

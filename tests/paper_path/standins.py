@@ -13,7 +13,9 @@ each paper's paper-scale DAG runs end to end on a CPU with no network.
   endpoints pointed at a local server, and per-paper numbers shrunk: `overlays/common.yaml`
   maps the hub ids, `overlays/<paper>.yaml` holds a paper's numbers (and any ids, datasets or
   lm-eval tasks only it needs). A paper has a stand-in paper path exactly when it has an
-  overlay file. The result must still validate against `config/scale.schema.yaml`.
+  overlay file. A shared part of methods/core with a section of its own (the model pool,
+  `overlays/model_pool.yaml`) is shrunk whenever it has an overlay. The result must still
+  validate against `config/scale.schema.yaml`.
 
     python -m tests.paper_path.standins --out build/standins      # build, then print the
                                                                   # snakemake command to run
@@ -33,18 +35,26 @@ ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = Path(__file__).with_name("overlays")
 
 
+def core_overlays() -> list[str]:
+    """The shared parts of methods/core with a section of their own (the model pool) that have
+    a stand-in overlay: always applied, whichever papers run."""
+    from methods.core import registry
+
+    return [c for c in registry.core_parts(ROOT) if (OVERLAYS / f"{c}.yaml").is_file()]
+
+
 def overlay_papers() -> list[str]:
     """The papers with a stand-in overlay, i.e. whose paper path runs on stand-ins."""
-    return sorted(p.stem for p in OVERLAYS.glob("*.yaml") if p.stem != "common")
+    return sorted(p.stem for p in OVERLAYS.glob("*.yaml") if p.stem != "common" and p.stem not in core_overlays())
 
 
 def load_overlay() -> dict:
-    """The common id maps merged with every paper's overlay: {models, datasets, lm_eval_tasks,
-    papers: {paper: numbers}}."""
+    """The common id maps merged with every paper's (and shared part's) overlay: {models,
+    datasets, lm_eval_tasks, papers: {paper or shared part: numbers}}."""
     spec = yaml.safe_load((OVERLAYS / "common.yaml").read_text())
     spec.setdefault("lm_eval_tasks", {})
     spec["papers"] = {}
-    for name in overlay_papers():
+    for name in overlay_papers() + core_overlays():
         o = yaml.safe_load((OVERLAYS / f"{name}.yaml").read_text())
         unknown = set(o) - {"paper", "models", "datasets", "lm_eval_tasks"}
         if unknown:
@@ -333,7 +343,7 @@ def build(out: Path, papers: list[str] | None = None, base_url: str | None = Non
     tasks_dir = out / "lm_eval_tasks"
     write_lm_eval_tasks(tasks_dir, spec["lm_eval_tasks"])
     paper = yaml.safe_load((ROOT / "config" / "scales" / "paper.yaml").read_text())
-    over = {k: v for k, v in spec["papers"].items() if papers is None or k in papers}
+    over = {k: v for k, v in spec["papers"].items() if papers is None or k in papers or k in core_overlays()}
     paper = _replace_ids(_merge(paper, over), mapping, base_url)
     scales = out / "scales"
     scales.mkdir(exist_ok=True)

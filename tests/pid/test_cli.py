@@ -1,8 +1,8 @@
 """Bad configs fail with one line naming the key."""
 import json
 
-from methods.pid.__main__ import build_parser
 from methods.core import cli
+from methods.pid.__main__ import build_parser
 
 
 def test_unknown_key_is_named(tmp_path, capsys):

@@ -3,7 +3,7 @@ the BATCH estimator against the exact one, and the PID identities."""
 import numpy as np
 import pytest
 
-from methods.pid.estimators import (batch_pid_avg, broja_exact, conditional_pid, discrete_batch_inputs)
+from methods.pid.estimators import batch_pid_avg, broja_exact, conditional_pid, discrete_batch_inputs
 
 dit = pytest.importorskip("dit")
 from dit.pid import PID_BROJA  # noqa: E402

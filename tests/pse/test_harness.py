@@ -2,19 +2,18 @@
 import numpy as np
 import pytest
 
-from methods.pse.agent import (ToolBox, keyword_flag, parse_tool_call, run_defended, run_pipeline,
-                               run_trial, self_verify)
+from methods.core.results import InputError
+from methods.pse.agent import ToolBox, keyword_flag, parse_tool_call, run_defended, run_pipeline, run_trial, self_verify
 from methods.pse.analysis import planted_rate
 from methods.pse.run import judge, make_agent_llm
 from methods.pse.scenarios import ScenarioConfig, build
 from methods.pse.sim import SimAgent, SimParams
 from methods.pse.stats import compounding, fit_hazard, wilson
-from methods.core.results import InputError
 
 
 def _cfg(**kw):
     base = dict(seeds=1, persist_seeds=1, pipeline_seeds=1, stages=4, defence_seeds=1, control_seeds=1,
-                horizon=10, seed=3)
+                horizon=10, seed=3, max_new_tokens=200)
     return ScenarioConfig(**{**base, **kw})
 
 

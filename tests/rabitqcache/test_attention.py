@@ -11,7 +11,8 @@ import torch
 
 from methods.core.models import ModelConfig, build_model
 from methods.rabitqcache import selection as S
-from methods.rabitqcache.attention import SparseAttention, SparseConfig, aggregate
+from methods.rabitqcache.attention import SparseAttention, aggregate
+from methods.rabitqcache.config import SparseConfig
 from methods.rabitqcache.data import build_tokenizer, filler_vocab
 from methods.rabitqcache.run import decode, prefill
 
@@ -28,7 +29,9 @@ def models():
 
 
 def _cfg(**kw):
-    return SparseConfig(**{"quantize_interval": 16, "skip_layers": 1, **kw})
+    return SparseConfig(**{"method": "rabitq", "top_p": 0.85, "budget": 0.1, "query_bits": 4, "center": True,
+                           "quantize_interval": 16, "skip_layers": 1, "quest_page": 8, "rotation_seed": 0,
+                           "fp16_bytes": 2, "prefill_impl": "eager", **kw})
 
 
 @pytest.mark.parametrize("method,kw", [("rabitq", {"top_p": 1.0}), ("int4key", {"top_p": 1.0}),
@@ -154,17 +157,21 @@ def test_lm_eval_generation_runs_through_the_sparse_attention(tmp_path):
     from methods.core.evaluate import export_task
     from methods.core.models import save_model
     from methods.core.results import write_jsonl
-    from methods.rabitqcache.data import DataConfig, build
+    from methods.rabitqcache.config import DataConfig
+    from methods.rabitqcache.data import build
     from methods.rabitqcache.run import LmEvalConfig, lm_eval_sparse
 
-    build(DataConfig(n_train=8, n_eval=4, train_len=128, eval_len=128, vocab_words=30, train_max_needles=3), tmp_path / "d")
+    build(DataConfig(n_train=8, n_eval=4, train_len=128, eval_len=128, vocab_words=30, zipf_a=1.1, topic_words=0,
+                     min_needles=1, max_needles=3, train_min_needles=2, train_max_needles=3, n_digits=5, seed=0),
+          tmp_path / "d")
     tok = build_tokenizer(filler_vocab(30))
     mc = dataclasses.replace(MC, max_seq_len=512)
     save_model(build_model(mc, tok, 0), tok, tmp_path / "m")
     recs = [json.loads(line) for line in (tmp_path / "d" / "eval.jsonl").read_text().splitlines()]
     write_jsonl(tmp_path / "passkey.jsonl", [{"prompt": r["prompt"], "answer": r["answer"]} for r in recs])
     export_task(tmp_path / "tasks", "rq_passkey", tmp_path / "passkey.jsonl", "generate_until", max_gen_toks=5, stop=".")
-    cfg = LmEvalConfig(method=_cfg(method="rabitq", top_p=0.8), tasks=["rq_passkey"], include_path=str(tmp_path / "tasks"))
+    cfg = LmEvalConfig(tasks=["rq_passkey"], limit=None, batch_size=1, top_p=0.8, metadata=None,
+                       method=_cfg(method="rabitq"), include_path=str(tmp_path / "tasks"))
     out = lm_eval_sparse(cfg, tmp_path / "m")
     assert "rq_passkey" in out["results"]
     steps = out["sparse_steps"]

@@ -1,6 +1,7 @@
 """The RaBitQCache DAG plans at every scale (lm-eval only where tasks are configured); a bad key
 in its scale section fails before any job, in one line naming the key; a bad step config is a
 one-line error."""
+import json
 import subprocess
 import sys
 
@@ -27,8 +28,11 @@ def test_bad_key_in_section_is_named(tmp_path):
 
 
 def test_bad_step_config_is_one_line(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "methods.rabitqcache", "sparse", "--config",
-                          '{"top_ps": [0.5], "ref_p": 0.85}', "--model", str(tmp_path), "--data", str(tmp_path),
-                          "--out", str(tmp_path / "s.json")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    method = {"method": "rabitq", "top_p": 0.85, "budget": 0.1, "query_bits": 4, "center": True, "quantize_interval": 16,
+              "skip_layers": 2, "quest_page": 8, "rotation_seed": 0, "fp16_bytes": 2, "prefill_impl": "eager"}
+    cfg = {"n_prompts": 8, "batch_size": 8, "top_ps": [0.5], "ref_p": 0.85, "tail_steps": 8, "method": method}
+    out = subprocess.run([sys.executable, "-m", "methods.rabitqcache", "sparse", "--config", json.dumps(cfg),
+                          "--model", str(tmp_path), "--data", str(tmp_path), "--out", str(tmp_path / "s.json")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
-    assert out.stderr.strip().count("\n") == 0 and "ref_p" in out.stderr, out.stderr
+    assert out.stderr.strip().count("\n") == 0 and "'sparse.ref_p'" in out.stderr, out.stderr

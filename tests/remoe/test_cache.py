@@ -126,7 +126,9 @@ def test_analysis_on_uniform_traces():
     N, L, S, E, K = 60, 2, 128, 16, 4
     topk = np.stack([np.stack([uniform_trace(rng, S, E, K) for _ in range(L)]) for _ in range(N)])
     tr = {"topk": topk, "n_experts": np.array(E), "ppl": np.array(2.0), "dom": np.zeros((N, S), int)}
-    m = variant_metrics(tr, AnalysisConfig(capacities=[4, 8], n_sim_docs=20))
+    cfg = AnalysisConfig(base="base", remoe="remoe", ce_only="ce_only", no_trust="no_trust", capacities=[4, 8],
+                         policies=["lru", "fifo", "belady"], backend="native", n_sim_docs=20)
+    m = variant_metrics(tr, cfg)
     var = K * (K / E) * (1 - K / E) * (E - K) / (E - 1)
     sd = math.sqrt(var / (N * L * (S - 1))) / K
     assert abs(m["eor"] - K / E) < 4 * sd

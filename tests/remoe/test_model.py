@@ -10,17 +10,16 @@ import torch
 from methods.core.models import ModelConfig
 from methods.core.results import InputError
 from methods.core.train import TrainConfig
-from methods.remoe import data as D
-from methods.remoe import model as M
-from methods.remoe import run as R
+from methods.remoe import data as D, model as M, run as R
 
 MODEL = ModelConfig(d_model=32, n_layers=2, n_heads=2, d_ff=32, max_seq_len=64)
-MOE = M.MoEConfig(n_experts=8, k=2, expert_d_ff=16, n_shared=1)
+MOE = M.MoEConfig(n_experts=8, k=2, expert_d_ff=16, n_shared=1, aux_coef=0.01, dispatch="dense")
+DATA = {"n_train": 40, "n_eval": 8, "doc_len": 32, "mean_segment": 24.0, "max_operand": 100, "seed": 3}
 
 
 def _corpus(tmp_path):
     path = tmp_path / "corpus.npz"
-    D.build(D.DataConfig(n_train=40, n_eval=8, doc_len=32, seed=3), path)
+    D.build(D.DataConfig(**DATA), path)
     return path
 
 
@@ -32,7 +31,7 @@ def test_corpus_switches_domains_and_is_seeded(tmp_path):
     dom = d["train_dom"]
     # a change of domain never goes back to the same domain: runs are maximal segments
     assert (np.diff(dom, axis=1) != 0).sum() > 40
-    D.build(D.DataConfig(n_train=40, n_eval=8, doc_len=32, seed=3), tmp_path / "again.npz")
+    D.build(D.DataConfig(**DATA), tmp_path / "again.npz")
     np.testing.assert_array_equal(D.load(tmp_path / "again.npz")["train_ids"], d["train_ids"])
 
 
@@ -52,7 +51,8 @@ def test_gate_only_finetune_changes_only_routers(tmp_path):
         logp = torch.log_softmax(f.last.router_logits.float(), -1)
         assert float(trust(logp, f.ref_logp)) == pytest.approx(0.0, abs=1e-6)
     tc = TrainConfig(steps=3, batch_size=4, lr=1e-2, warmup_steps=0, schedule="constant", log_every=1)
-    cfg = R.FinetuneConfig(train=tc, variant=R.Variant("remoe", 1.0, True), lags=[1, 2], window=8)
+    cfg = R.FinetuneConfig(train=tc, lambda_reuse=1.0, lambda_smooth=0.1, lambda_lag=0.1, lambda_ws=0.1, window=8,
+                           lags=[1, 2], warm_frac=0.1, sym_half=False, seed=0, variant=R.Variant("remoe", 1.0, True))
     out = R.finetune(cfg, str(base), str(data), str(tmp_path / "ft.pt"), str(tmp_path / "ft.jsonl"))
     assert out["changed"] == [f"model.layers.{i}.mlp.moe.router.proj.weight" for i in range(2)]
     assert set(out["last_terms"]) == {"reuse", "smooth", "lag", "ws", "loc", "trust"}
@@ -67,7 +67,7 @@ def test_gate_only_finetune_changes_only_routers(tmp_path):
 
 def test_paper_scale_path_stops_with_one_line(tmp_path):
     cfg = R.PretrainConfig(model=MODEL, moe=MOE, train=TrainConfig(steps=1, batch_size=1, lr=1e-3),
-                           hub_id="deepseek-ai/DeepSeek-V2-Lite-Chat")
+                           hub_id="deepseek-ai/DeepSeek-V2-Lite-Chat", seed=0)
     with pytest.raises(InputError, match="pretrain.hub_id"):
         R.pretrain(cfg, "unused", "unused", "unused")
 
@@ -75,4 +75,4 @@ def test_paper_scale_path_stops_with_one_line(tmp_path):
 def test_bad_step_config_names_the_key():
     from methods.core.config import from_json
     with pytest.raises(InputError, match="mean_segment"):
-        from_json(D.DataConfig, json.dumps({"mean_segment": 0.5}), "data")
+        from_json(D.DataConfig, json.dumps({**DATA, "mean_segment": 0.5}), "data")

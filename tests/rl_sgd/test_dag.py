@@ -16,8 +16,8 @@ def test_dry_run_job_counts(scale, tmp_path):
     n_w, n_s = len(sec["widths"]), len(sec["seeds"])
     grid = len(sec["grid"]["adamw"]) + len(sec["grid"]["sgd"])
     n_grpo = grid * (n_s + n_w - 1) + len(sec["ablation"])
-    assert counts == {"rs_prompts": 1, "rs_warmstart": n_w, "rs_grpo": n_grpo, "rs_sparsity": 1, "rs_sft": 1,
-                      "rs_trl_check": 1, "rs_aggregate": 1, "claims": 1}
+    assert counts == {"rl_sgd_prompts": 1, "rl_sgd_warmstart": n_w, "rl_sgd_grpo": n_grpo, "rl_sgd_sparsity": 1,
+                      "rl_sgd_sft": 1, "rl_sgd_trl_check": 1, "rl_sgd_aggregate": 1, "claims": 1}
     if scale == "tiny":  # 6 lrs × (2 seeds at d=128 + 1 at d=32) + 3 ablations
         assert n_grpo == 21
 

@@ -1,11 +1,25 @@
-"""GRPO pieces against hand-computed values and autograd of the written objective."""
+"""rl_sgd's GRPO loop (reward, config → loss, zero-variance skipping) against hand-computed values
+and autograd of the written objective; the shared pieces are tested in tests/core/test_rl.py."""
 import math
 
 import pytest
 import torch
 
+from methods.core import rl
+from methods.core.config import from_dict
+from methods.core.results import InputError
 from methods.rl_sgd import grpo, task
+from methods.rl_sgd.config import GRPOConfig
 from methods.rl_sgd.model import TinyConfig, TinyLM
+
+# a GRPO section (the values these tests were written with); each test overrides what it varies
+GRPO = {"steps": 40, "n_prompts": 16, "group_size": 8, "temperature": 1.0, "max_new": 4, "adv_eps": 1e-4,
+        "skip_zero_var": True, "loss_norm": "token", "clip_lo": 0.2, "clip_hi": 0.2, "beta": 0.0,
+        "betas": [0.9, 0.999], "weight_decay": 0.01, "momentum": 0.9, "log_every": 10}
+
+
+def _cfg(**kw) -> GRPOConfig:
+    return GRPOConfig(**{**GRPO, **kw})
 
 
 def test_reward_exact_match_then_eos():
@@ -16,36 +30,21 @@ def test_reward_exact_match_then_eos():
     assert task.reward("12;", 3, 4, "mul") == 1.0
 
 
-def test_advantages_hand_computed():
-    r = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0])
-    a = grpo.advantages(r, 4, 1e-4)
-    s1 = math.sqrt((4 * 0.25) / 3)                 # unbiased std of {1,0,0,1}
-    s2 = math.sqrt((3 * 0.0625 + 0.5625) / 3)      # {1,1,1,0}: mean .75
-    want = [0.5 / (s1 + 1e-4), -0.5 / (s1 + 1e-4), -0.5 / (s1 + 1e-4), 0.5 / (s1 + 1e-4),
-            0.25 / (s2 + 1e-4), 0.25 / (s2 + 1e-4), 0.25 / (s2 + 1e-4), -0.75 / (s2 + 1e-4)]
-    assert a.tolist() == pytest.approx(want, abs=1e-6)
-    assert grpo.advantages(torch.ones(4), 4, 1e-4).abs().max().item() == 0.0
-
-
-def test_completion_mask_stops_after_first_eos():
-    e = task.EOS_ID
-    comp = torch.tensor([[5, e, e, 3], [1, 2, 3, 4], [e, 1, e, 2]])
-    assert grpo.completion_mask(comp).tolist() == [[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
-
-
-def test_loss_hand_computed_both_normalisations_and_clip():
+def test_loss_of_passes_the_config():
+    """rl_sgd's config reaches core.rl.grpo_loss: normalisation, clip bounds, β (the loss itself
+    is checked by hand in tests/core/test_rl.py)."""
     logp = torch.tensor([[-1.0, -2.0, -3.0], [-0.5, -0.1, -9.0]])
+    ref = logp - 0.5
+    old = logp - math.log(1.5)
     adv = torch.tensor([1.0, -1.0])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
-    tok = grpo.GRPOConfig(loss_norm="token")
-    seq = grpo.GRPOConfig(loss_norm="seq")
-    # on-policy ρ = 1: token = −(1·2 − 1·1)/3; seq = −mean(1, −1) = 0
-    assert grpo.grpo_loss(logp, logp, adv, mask, tok).item() == pytest.approx(-1 / 3, abs=1e-7)
-    assert grpo.grpo_loss(logp, logp, adv, mask, seq).item() == pytest.approx(0.0, abs=1e-7)
-    # ρ = 1.5 on every token: A>0 clipped to 1.2, A<0 takes min(−1.5, −1.2) = −1.5 → +1.5
-    old = logp - math.log(1.5)
-    want = -(2 * 1.2 - 1 * 1.5) / 3
-    assert grpo.grpo_loss(logp, old, adv, mask, tok).item() == pytest.approx(want, abs=1e-6)
+    for norm, lo, hi, beta in (("token", 0.2, 0.2, 0.0), ("seq", 0.1, 0.28, 0.3), ("token", 0.3, 0.25, 0.05)):
+        cfg = _cfg(loss_norm=norm, clip_lo=lo, clip_hi=hi, beta=beta)
+        got = grpo.loss_of(logp, old, adv, mask, cfg, ref)
+        want = rl.grpo_loss(logp, old, adv, mask, norm=norm, clip_lo=lo, clip_hi=hi, beta=beta, ref_logp=ref)
+        assert got.item() == want.item()
+    with pytest.raises(InputError, match="'grpo.loss_norm'"):
+        from_dict(GRPOConfig, {**GRPO, "loss_norm": "sum"}, "grpo")
 
 
 @pytest.mark.parametrize("norm", ["token", "seq"])
@@ -54,19 +53,19 @@ def test_gradient_equals_autograd_of_written_objective(norm):
     baseline), the GRPO objective written out, for both normalisations (fp64)."""
     torch.manual_seed(0)
     m = TinyLM(TinyConfig(d_model=16, n_heads=2, d_ff=24, n_layers=2)).double()
-    cfg = grpo.GRPOConfig(group_size=4, loss_norm=norm, skip_zero_var=False)
+    cfg = _cfg(group_size=4, loss_norm=norm, skip_zero_var=False)
     pairs = [(12, 34)] * 4 + [(3, 5)] * 4
     prompts = grpo.batch_prompts(pairs)
-    comp = grpo.sample(m, prompts, 4, 1.0, torch.Generator().manual_seed(1))
+    comp = rl.sample(m, prompts, 4, eos_id=task.EOS_ID, temperature=1.0, generator=torch.Generator().manual_seed(1))
     rewards = torch.tensor([1.0, 0, 0, 1, 0, 1, 0, 0])
-    mask = grpo.completion_mask(comp)
-    adv = grpo.advantages(rewards, 4, cfg.adv_eps)
+    mask = rl.completion_mask(comp, task.EOS_ID)
+    adv = rl.group_advantages(rewards, 4, cfg.adv_eps)
 
-    logp = grpo.token_logps(m, prompts, comp)
-    grpo.grpo_loss(logp, logp.detach(), adv, mask, cfg).backward()
+    logp = rl.completion_logprobs(m, prompts, comp)
+    grpo.loss_of(logp, logp.detach(), adv, mask, cfg).backward()
     g1 = [p.grad.clone() for p in m.parameters()]
     m.zero_grad()
-    logp = grpo.token_logps(m, prompts, comp)
+    logp = rl.completion_logprobs(m, prompts, comp)
     if norm == "token":
         obj = -(adv[:, None] * logp * mask).sum() / mask.sum()
     else:
@@ -82,7 +81,7 @@ def test_step_skips_zero_variance_groups():
     torch.manual_seed(0)
     m = TinyLM(TinyConfig(d_model=16, n_heads=2, d_ff=24)).double()
     from methods.rl_sgd import optim
-    cfg = grpo.GRPOConfig(group_size=2, loss_norm="seq", skip_zero_var=True)
+    cfg = _cfg(group_size=2, loss_norm="seq", skip_zero_var=True)
     prompts = grpo.batch_prompts([(1, 2)] * 4)
     comp = torch.tensor([[3, task.EOS_ID, 0, 0]] * 4)
     loss, stats = grpo.grpo_step(m, optim.make("sgd", m.parameters(), 0.1), prompts, comp,

@@ -1,4 +1,4 @@
-"""SCOPE's routing rule, retrieval, parser, reward, group advantages and losses against hand
+"""SCOPE's routing rule, retrieval, parser, reward, group advantages and SFT loss against hand
 computations and reference libraries (scikit-learn, torch)."""
 import math
 
@@ -92,27 +92,21 @@ def test_reward_by_hand():
     assert core.reward("{len: x", 10, True)["total"] == 0.0
 
 
-def test_group_advantages_by_hand():
-    adv = core.group_advantages([1, 2, 3, 4, 2, 2, 2, 2], 4)
-    sd = math.sqrt(1.25)                       # population std of 1..4
-    np.testing.assert_allclose(adv[:4], np.array([-1.5, -0.5, 0.5, 1.5]) / (sd + 1e-4), atol=1e-12)
-    np.testing.assert_allclose(adv[4:], 0.0)
-
-
-def test_grpo_loss_by_hand():
+def test_group_advantages_of_scope_rewards_use_the_sample_std():
+    """The RL stage's advantages (methods.core.rl, float64 then float32) on SCOPE rewards: within
+    each group of G = 4, (r − mean) / (sample std + 1e-4), std with divisor G − 1; the GRPO loss
+    itself is checked by hand in tests/core/test_rl.py."""
     torch = pytest.importorskip("torch")
-    from methods.scope.run import grpo_loss
+    from methods.core import rl
 
-    lp = torch.log(torch.tensor([[0.5, 0.5, 0.9], [0.25, 0.5, 0.5]]))
-    ref = torch.log(torch.tensor([[0.25, 0.5, 0.1], [0.25, 0.5, 0.5]]))
-    mask = torch.tensor([[True, True, False], [True, True, True]])
-    adv = torch.tensor([1.0, -2.0])
-    loss, kl = grpo_loss(lp, ref, mask, adv, beta=0.1)
-    k1 = 0.5 + math.log(2) - 1                 # exp(d) − d − 1 at d = log(.25/.5)
-    seq0 = (-1 * 2 * math.log(0.5) + 0.1 * k1) / 2
-    seq1 = (2 * (math.log(0.25) + 2 * math.log(0.5))) / 3
-    assert float(loss) == pytest.approx((seq0 + seq1) / 2, rel=1e-6)
-    assert float(kl) == pytest.approx((k1 / 2 + 0) / 2, rel=1e-6)
+    texts = ["{len: 12, correct: yes}\n", "{len: 25, correct: no}\n", "{len: x", "{len: 10, correct: yes}\n"]
+    r = [core.reward(t, 10, True)["total"] for t in texts] + [2.0] * 4
+    assert r[:4] == pytest.approx([2.8, 1.0, 0.0, 3.0])
+    adv = rl.group_advantages(torch.tensor(r, dtype=torch.float64), 4).float()
+    g = np.array(r[:4])
+    want = (g - g.mean()) / (g.std(ddof=1) + 1e-4)
+    np.testing.assert_allclose(adv[:4].numpy(), want, rtol=1e-6, atol=1e-6)
+    assert adv[4:].tolist() == [0.0] * 4
 
 
 def test_sft_loss_is_cross_entropy_of_the_target_only():

@@ -23,10 +23,10 @@ def test_dry_run_job_counts(scale, tmp_path):
     own = {m["name"] for m in sec["extra_members"]}
     pool = sec["outcomes"]["pool"]["members"]
     shared = [m for m in pool if m not in own]
-    expect = {"sc_member": len([m for m in pool if m in own]), "sc_outcomes": 1, "sc_sft": 2, "sc_grpo": 1,
-              "sc_route": 1, "claims": 1, "pool_data": 1}
+    expect = {"scope_member": len([m for m in pool if m in own]), "scope_outcomes": 1, "scope_sft": 2, "scope_grpo": 1,
+              "scope_route": 1, "claims": 1, "model_pool_data": 1}
     if shared:
-        expect["pool_train_member"] = len(shared)
+        expect["model_pool_train_member"] = len(shared)
     assert counts == expect
     if scale == "tiny":      # 6 models, one held out; 250/1200/500 queries
         assert len(pool) == 6 and sec["outcomes"]["pool"]["unseen"] in pool

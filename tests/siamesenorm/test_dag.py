@@ -11,8 +11,9 @@ pytestmark = pytest.mark.workflow
 def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "siamesenorm", scale)
     n_runs = len(sec["schemes"]) * len(sec["lrs"]) * len(sec["seeds"])
-    assert counts == {"sn_data": 1, "sn_shards": 1, "sn_train": n_runs, "sn_steptime": 1, "sn_evaluate": 1,
-                      "sn_aggregate": 1, "claims": 1}
+    assert counts == {"siamesenorm_data": 1, "siamesenorm_shards": 1, "siamesenorm_train": n_runs,
+                      "siamesenorm_steptime": 1, "siamesenorm_evaluate": 1, "siamesenorm_aggregate": 1,
+                      "claims": 1}
     if scale == "tiny":  # 3 schemes × 2 lrs × 2 seeds
         assert n_runs == 12
 

@@ -7,8 +7,7 @@ import pytest
 import torch
 
 import methods.siamesenorm  # noqa: F401  (registers the Auto classes)
-from methods.siamesenorm.model import (NORM_SCHEMES, SiameseNormConfig, SiameseNormForCausalLM,
-                                       rope_cos_sin)
+from methods.siamesenorm.model import NORM_SCHEMES, SiameseNormConfig, SiameseNormForCausalLM, rope_cos_sin
 
 torch.set_num_threads(1)
 D, L, H, FF, V, T = 16, 3, 2, 24, 37, 9

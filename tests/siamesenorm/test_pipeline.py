@@ -7,7 +7,7 @@ import math
 import re
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -16,8 +16,10 @@ import torch
 
 from methods.core.models import ModelConfig
 from methods.core.results import InputError
+from methods.core.train import TrainConfig
 from methods.siamesenorm import analysis as A
-from methods.siamesenorm.data import DataConfig, build, corpus, held_out_problems
+from methods.siamesenorm.config import AnalysisConfig, DataConfig
+from methods.siamesenorm.data import build, corpus, held_out_problems
 from methods.siamesenorm.model import SiameseNormConfig, SiameseNormForCausalLM, expected_num_params
 from methods.siamesenorm.run import is_diverged, layer_grad_norms
 from methods.siamesenorm.steptime import StepTimeConfig, time_schemes
@@ -25,6 +27,11 @@ from methods.siamesenorm.steptime import StepTimeConfig, time_schemes
 ROOT = Path(__file__).resolve().parents[2]
 torch.set_num_threads(1)
 ARITH = re.compile(r"^(\d+)([+\-*])(\d+)=(-?\d+)$")
+# the data step's former defaults, written out (the config classes have none)
+DATA = dict(source="generated", text_field="text", tokenizer="char", train_chars=2_000_000, val_chars=100_000,
+            arith_fraction=0.5, max_operand=1000, max_digit=10, n_arith_eval=500, seed=0)
+ANALYSIS = AnalysisConfig(siamese="post_pre", baseline="pre", post="post", low_lr=1e-2, high_lr=3e-2,
+                          c1_tolerance=0.05, c1_post_margin=0.10)
 
 
 # ------------------------------------------------------------------------------ data ----
@@ -35,7 +42,7 @@ def _lines(text):
 def test_corpus_arithmetic_is_correct_and_mix_matches_fraction():
     import random
 
-    cfg = DataConfig(train_chars=40_000, max_operand=1000, max_digit=10, arith_fraction=0.5)
+    cfg = DataConfig(**{**DATA, "train_chars": 40_000, "max_operand": 1000, "max_digit": 10, "arith_fraction": 0.5})
     text = corpus(random.Random(3), cfg.train_chars, cfg, set())
     arith_chars = other_chars = 0
     for line in _lines(text):
@@ -54,7 +61,8 @@ def test_corpus_arithmetic_is_correct_and_mix_matches_fraction():
 
 
 def test_held_out_problems_never_in_training_text(tmp_path):
-    cfg = DataConfig(train_chars=30_000, val_chars=3_000, max_operand=12, max_digit=4, n_arith_eval=40, seed=5)
+    cfg = DataConfig(**{**DATA, "train_chars": 30_000, "val_chars": 3_000, "max_operand": 12, "max_digit": 4,
+                         "n_arith_eval": 40, "seed": 5})
     build(cfg, tmp_path / "d")
     evals = [json.loads(l) for l in (tmp_path / "d" / "arith_eval.jsonl").read_text().splitlines()]
     assert len(evals) == 40 and len({e["prompt"] for e in evals}) == 40
@@ -70,7 +78,7 @@ def test_held_out_problems_never_in_training_text(tmp_path):
 
     tok = load_tokenizer(tmp_path / "d" / "tokenizer")
     assert tok.decode(tok("12+3=15\n")["input_ids"]) == "12+3=15\n"
-    # the shards step (as the sn_shards rule runs it) holds the tokenizer's encoding of the
+    # the shards step (as the siamesenorm_shards rule runs it) holds the tokenizer's encoding of the
     # text files, char for char
     from methods.core.__main__ import build_parser
     from methods.core.cli import main
@@ -89,7 +97,7 @@ def test_held_out_problems_never_in_training_text(tmp_path):
 def test_generation_is_deterministic():
     import random
 
-    cfg = DataConfig(train_chars=5_000)
+    cfg = DataConfig(**{**DATA, "train_chars": 5_000})
     assert corpus(random.Random(1), 5_000, cfg, set()) == corpus(random.Random(1), 5_000, cfg, set())
     assert held_out_problems(random.Random(2), replace(cfg, n_arith_eval=30)) == \
         held_out_problems(random.Random(2), replace(cfg, n_arith_eval=30))
@@ -97,7 +105,7 @@ def test_generation_is_deterministic():
 
 def test_too_many_held_out_problems_is_an_input_error():
     with pytest.raises(InputError, match="n_arith_eval"):
-        DataConfig(max_operand=3, max_digit=2, n_arith_eval=20)
+        DataConfig(**{**DATA, "max_operand": 3, "max_digit": 2, "n_arith_eval": 20})
 
 
 # -------------------------------------------------------------------- run statistics ----
@@ -181,7 +189,7 @@ STEPTIME = {"ms_per_step": {"pre": 10.0, "post": 9.0, "post_pre": 13.0},
 
 
 def test_claim_metrics_hand_computed():
-    m = A.claim_metrics(_table(), A.AnalysisConfig(), STEPTIME, {"d_model": 8, "n_layers": 6})
+    m = A.claim_metrics(_table(), ANALYSIS, STEPTIME, {"d_model": 8, "n_layers": 6})
     assert m["c1_siamese_high_over_low"] == pytest.approx(0.78 / 0.799)
     assert m["c1_siamese_stable_high_lr"] is True
     assert m["c1_post_fails_high_lr"] is True and m["c1_post_diverged_seeds"] == 2
@@ -197,11 +205,11 @@ def test_claim_metrics_hand_computed():
 
 
 def test_post_without_divergence_but_10pct_worse_still_fails():
-    m = A.claim_metrics(_table(post_hi=(0.93, 0.93), post_div=(False, False)), A.AnalysisConfig(),
+    m = A.claim_metrics(_table(post_hi=(0.93, 0.93), post_div=(False, False)), ANALYSIS,
                         STEPTIME, {"d_model": 8, "n_layers": 6})
     assert m["c1_post_over_pre_high_lr"] == pytest.approx(0.93 / 0.84)
     assert m["c1_post_fails_high_lr"] is True
-    m = A.claim_metrics(_table(post_hi=(0.90, 0.90), post_div=(False, False)), A.AnalysisConfig(),
+    m = A.claim_metrics(_table(post_hi=(0.90, 0.90), post_div=(False, False)), ANALYSIS,
                         STEPTIME, {"d_model": 8, "n_layers": 6})
     assert m["c1_post_fails_high_lr"] is False  # 0.90/0.84 = 1.071 < 1.10
 
@@ -209,7 +217,7 @@ def test_post_without_divergence_but_10pct_worse_still_fails():
 def test_diverged_runs_lose_the_best_lr_and_a_diverged_siamese_is_unstable():
     df = _table()
     df.loc[(df.scheme == "post_pre") & (df.lr == 0.03), ["val_loss", "diverged"]] = [float("nan"), True]
-    m = A.claim_metrics(df, A.AnalysisConfig(), STEPTIME, {"d_model": 8, "n_layers": 6})
+    m = A.claim_metrics(df, ANALYSIS, STEPTIME, {"d_model": 8, "n_layers": 6})
     assert m["best_lr"]["post_pre"] == 0.01
     assert m["c1_siamese_stable_high_lr"] is False
 
@@ -217,13 +225,13 @@ def test_diverged_runs_lose_the_best_lr_and_a_diverged_siamese_is_unstable():
 def test_missing_lr_in_sweep_is_reported():
     df = _table()
     with pytest.raises(KeyError, match="lr 0.1"):
-        A.claim_metrics(df, A.AnalysisConfig(high_lr=0.1), STEPTIME, {"d_model": 8, "n_layers": 6})
+        A.claim_metrics(df, replace(ANALYSIS, high_lr=0.1), STEPTIME, {"d_model": 8, "n_layers": 6})
 
 
 # ------------------------------------------------------------------------- step time ----
 def test_step_timer_counts_parameters_and_normalises_to_pre():
     cfg = StepTimeConfig(model=ModelConfig(d_model=16, n_layers=2, n_heads=2, d_ff=24), batch_size=2, seq_len=8,
-                         vocab_size=20, warmup=1, rounds=3, schemes=["pre", "post_pre", "hybrid_pre"])
+                         vocab_size=20, warmup=1, rounds=3, seed=0, schemes=["pre", "post_pre", "hybrid_pre"])
     res = time_schemes(cfg)
     assert res["ratio_vs_pre"]["pre"] == 1.0
     for s in cfg.schemes:
@@ -246,7 +254,7 @@ def _cli(*args):
     ("data", {"arith_fraction": 1.5}, "arith_fraction"),
 ])
 def test_bad_data_config_is_one_line(tmp_path, step, cfg, needle):
-    out = _cli(step, "--config", json.dumps(cfg), "--out", str(tmp_path / "d"))
+    out = _cli(step, "--config", json.dumps({**DATA, **cfg}), "--out", str(tmp_path / "d"))
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], out.stderr
@@ -254,7 +262,11 @@ def test_bad_data_config_is_one_line(tmp_path, step, cfg, needle):
 
 
 def test_train_on_missing_data_is_one_line(tmp_path):
-    out = _cli("train", "--config", "{}", "--scheme", "pre", "--lr", "0.01", "--seed", "0",
+    # the train step's former defaults, written out (the config classes have none)
+    run = {"model": asdict(ModelConfig(d_model=64, n_layers=6, n_heads=4, d_ff=172)),
+           "train": asdict(TrainConfig(steps=400, batch_size=16, lr=1e-2)), "seq_len": 64, "eval_batches": 16,
+           "grad_stats_step": 100, "diverge_ratio": 0.9, "hybrid_attn_norm": False}
+    out = _cli("train", "--config", json.dumps(run), "--scheme", "pre", "--lr", "0.01", "--seed", "0",
                "--data", str(tmp_path / "nope"), "--shards", str(tmp_path / "nope_shards"), "--out", str(tmp_path / "run"),
                "--checkpoint", str(tmp_path / "c.pt"))
     assert out.returncode == 2

@@ -11,7 +11,7 @@ from methods.tsgd.answer import equivalent, last_boxed
 from methods.tsgd.library import Library, Op
 from methods.tsgd.optim import Agent, Retriever, TSGDConfig, hash_embed, verify
 from methods.tsgd.prompts import parse_op, parse_solver, solver_messages
-from methods.tsgd.sim import GOOD, BAD, SimSolver, SolverParams, classify, instance_rule
+from methods.tsgd.sim import BAD, GOOD, SimSolver, SolverParams, classify, instance_rule
 from methods.tsgd.synth import SynthConfig, generate
 
 

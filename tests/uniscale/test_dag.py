@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from tests.workflow.conftest import ROOT, job_counts, snakemake
 
@@ -13,8 +14,9 @@ def test_dag_job_counts(tmp_path, scale, members):
     target = tmp_path / scale / "uniscale" / "claims.json"
     out = snakemake(str(target), "-n", "--quiet", "rules",
                     config={"results_dir": str(tmp_path), "papers": '["uniscale"]'})
-    assert job_counts(out.stdout) == {"pool_data": 1, "pool_train_member": members, "pool_train_verifier": 1,
-                                      "pool_costs": 1, "us_build_table": 1, "us_analyze": 1, "claims": 1}
+    assert job_counts(out.stdout) == {"model_pool_data": 1, "model_pool_train_member": members,
+                                      "model_pool_train_verifier": 1, "model_pool_costs": 1,
+                                      "uniscale_build_table": 1, "uniscale_analyze": 1, "claims": 1}
 
 
 def test_bad_config_one_line():
@@ -28,8 +30,10 @@ def test_bad_config_one_line():
     assert len(p.stderr.strip().splitlines()) == 1 and "alpha_typo" in p.stderr
 
 
-def test_bad_pool_config_one_line():
-    p = subprocess.run([sys.executable, "-m", "methods.model_pool", "data", "--config",
-                        json.dumps({"members": [{"name": "S"}]}), "--out", "/tmp/never"],
+def test_bad_pool_config_one_line(tmp_path):
+    pool = yaml.safe_load((ROOT / "config" / "scales" / "tiny.yaml").read_text())["model_pool"]
+    pool["members"][0]["model"] = None      # member S: neither a hub id nor a model to train
+    p = subprocess.run([sys.executable, "-m", "methods.core.model_pool", "data", "--config",
+                        json.dumps(pool), "--out", str(tmp_path / "never")],
                        cwd=ROOT, capture_output=True, text=True)
-    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "pool.members.S" in p.stderr
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "model_pool.members.S" in p.stderr

@@ -12,14 +12,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 
+from methods.core.model_pool import tasks
 from methods.core.models import ModelConfig, build_model
-from methods.model_pool import tasks
 from methods.uniscale.table import Gen, TableConfig, cut_at_stop
 from tests.core.hub_tokenizers import build_family_tokenizer
 
 torch.set_num_threads(1)
 SMALL = ModelConfig(d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=64, tie_embeddings=False)
 PROMPTS = ["Q:4+7*3=", "R:abcdef=", "Answer: 4", "Q: why?\nA:"]
+
+
+def table_cfg(**kw) -> TableConfig:
+    """A complete table config (every key is required); Gen reads only temperature and chunk."""
+    base = dict(n_queries=600, bon=[2, 4, 8], beam_cp=4, beam_bs=2, max_rounds=6, temperature=1.0,
+                max_new_tokens=48, chunk=1024, intensity=156.0, bytes_w=2, bytes_kv=2, seed=1)
+    return TableConfig(**{**base, **kw})
 
 
 def test_cut_at_stop():
@@ -33,7 +40,7 @@ def test_cut_at_stop():
 def test_completions_end_at_the_stop_text(tmp_path, family):
     tok = build_family_tokenizer(tmp_path, family)
     model = build_model(SMALL, tok, 3).eval()
-    g = Gen(model, tok, TableConfig(temperature=1.0, chunk=2))
+    g = Gen(model, tok, table_cfg(temperature=1.0, chunk=2))
     torch.manual_seed(0)
     for stop_step in (False, True):
         stops = ("\n", ";") if stop_step else ("\n",)
@@ -66,7 +73,7 @@ def test_the_models_eos_ends_the_answer(tmp_path):
             head.bias[script[min(step, len(script) - 1)]] = 10.0
 
     model.lm_head.register_forward_pre_hook(pre)
-    g = Gen(model, tok, TableConfig(chunk=1))
+    g = Gen(model, tok, table_cfg(chunk=1))
     assert g.eos == ("<|endoftext|>",)
     outs, lens = g.generate(["Q:2+2="], False, False, 12)
     assert outs == ["A:4" + tasks.END] and lens == [len(script)]

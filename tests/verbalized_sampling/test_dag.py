@@ -15,8 +15,10 @@ def test_dry_run_job_counts(scale, tmp_path):
     target = tmp_path / "r" / scale / "verbalized_sampling" / "claims.json"
     out = snakemake(str(target), "-n", "--quiet", "rules",
                     config={"scale": scale, "results_dir": tmp_path / "r", "papers": PAPERS})
-    assert job_counts(out.stdout) == {"vs_synth": 1, "vs_theory": 1, "vs_pretrain": 1, "vs_dpo": 1,
-                                      "vs_sample": 2, "vs_analyze": 1, "claims": 1}
+    assert job_counts(out.stdout) == {"verbalized_sampling_synth": 1, "verbalized_sampling_theory": 1,
+                                      "verbalized_sampling_pretrain": 1, "verbalized_sampling_dpo": 1,
+                                      "verbalized_sampling_sample": 2, "verbalized_sampling_analyze": 1,
+                                      "claims": 1}
 
 
 def test_bad_key_in_section_is_named(tmp_path):

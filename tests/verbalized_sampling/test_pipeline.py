@@ -14,8 +14,7 @@ from methods.core.llm import OpenAIBackend
 from methods.core.llm_server import LLMServer
 from methods.core.models import ModelConfig
 from methods.core.train import TrainConfig
-from methods.verbalized_sampling import lm
-from methods.verbalized_sampling import prompts as P
+from methods.verbalized_sampling import lm, prompts as P
 from methods.verbalized_sampling.analysis import AnalysisConfig, sim_threshold_sweep
 from methods.verbalized_sampling.world import WorldConfig, build_world, sample_doc
 from tests.workflow.conftest import ROOT
@@ -25,13 +24,14 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="module")
 def world():
-    return build_world(WorldConfig(n_topics=3, n_pref_prompts=50))
+    return build_world(WorldConfig(n_topics=3, pool_size=20, zipf_s=1.1, k=5, alpha=0.6, n_pref_prompts=50,
+                                   responses_per_prompt=4, seed=0))
 
 
 @pytest.fixture(scope="module")
 def tiny(world):
     cfg = lm.PretrainConfig(model=ModelConfig(d_model=32, n_layers=1, n_heads=4, d_ff=64, max_seq_len=64),
-                            train=TrainConfig(steps=80, batch_size=16, lr=1e-2, warmup_steps=5))
+                            train=TrainConfig(steps=80, batch_size=16, lr=1e-2, warmup_steps=5), seed=0)
     model, tok, rows = lm.pretrain(world, cfg)
     return model, tok, rows
 
@@ -47,7 +47,8 @@ def test_sampling_local_equals_http_server(world, tiny):
     model, tok, _ = tiny
     local = lm.tiny_backend(model, tok)
     # greedy: identical whatever the batching (the server gets one conversation per request)
-    cfg = lm.SampleConfig(n=10, max_new_tokens=30, temperature=0.0)
+    cfg = lm.SampleConfig(methods=["direct", "sequence", "vs_standard"], n=10, temperature=0.0, top_p=1.0,
+                          max_new_tokens=30, seed=42)
     a = lm.sample_methods(local, world, cfg)
     conv = [P.messages("vs_standard", f"Tell me a joke about {world['topics'][0]}")]
     kw = dict(max_new_tokens=30, temperature=1.0, n=4, seed=9)
@@ -76,7 +77,9 @@ def test_fitted_gamma_recovers_planted_power(world):
 
 
 def test_c5_sim_sweep_coverage_increases_and_beats_iid(world):
-    sweep = sim_threshold_sweep(world, AnalysisConfig(sim_repeats=30, embed=False))
+    cfg = AnalysisConfig(sim_repeats=30, sim_n=30, sim_thresholds=[-1, 0.2, 0.1, 0.07], bootstrap=2000,
+                         embed=False, seed=0)
+    sweep = sim_threshold_sweep(world, cfg)
     cov = [s["coverage"] for s in sweep]
     assert all(b > a for a, b in zip(cov, cov[1:]))
     exp = [s["expected_coverage_iid"] for s in sweep]

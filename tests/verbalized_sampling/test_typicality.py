@@ -6,10 +6,18 @@ import math
 import numpy as np
 import pytest
 
-from methods.verbalized_sampling.typicality import (closed_form_policy, dpo_tabular,
-                                                    fit_alpha, fit_logit_cluster,
-                                                    sharpening_slope)
+from methods.verbalized_sampling.typicality import (
+    closed_form_policy,
+    dpo_tabular,
+    fit_alpha,
+    fit_logit_cluster,
+    sharpening_slope,
+)
 from methods.verbalized_sampling.world import WorldConfig, build_world, preferences
+
+# the tiny scale's world (config/scales/tiny.yaml; WorldConfig has no defaults)
+WORLD = dict(n_topics=10, pool_size=20, zipf_s=1.1, k=5, alpha=0.6, n_pref_prompts=1500,
+             responses_per_prompt=4, seed=0)
 
 
 def test_logit_binary_covariate_matches_closed_form():
@@ -42,7 +50,7 @@ def test_cluster_se_grows_with_duplicated_clusters():
 
 
 def test_alpha_recovered_within_its_standard_error():
-    cfg = WorldConfig(n_pref_prompts=3000, seed=3)
+    cfg = WorldConfig(**{**WORLD, "n_pref_prompts": 3000, "seed": 3})
     w = build_world(cfg)
     fit = fit_alpha(preferences(w, cfg), w)
     assert abs(fit["alpha_hat"] - 0.6) < 2.5 * fit["alpha_se"]
@@ -55,7 +63,7 @@ def test_alpha_interval_has_nominal_coverage():
     # about 95% of them (binomial(60, .95): >= 51 with probability > 0.99)
     hits, zs = 0, []
     for s in range(60):
-        cfg = WorldConfig(n_pref_prompts=400, seed=100 + s)
+        cfg = WorldConfig(**{**WORLD, "n_pref_prompts": 400, "seed": 100 + s})
         w = build_world(cfg)
         f = fit_alpha(preferences(w, cfg), w)
         z = (f["alpha_hat"] - 0.6) / f["alpha_se"]
@@ -67,7 +75,7 @@ def test_alpha_interval_has_nominal_coverage():
 
 @pytest.mark.parametrize("alpha, beta", [(0.6, 1.0), (0.6, 0.5), (0.6, 0.25), (0.3, 0.7), (-0.2, 1.0)])
 def test_sharpening_slope_equals_closed_form(alpha, beta):
-    w = build_world(WorldConfig(seed=5))
+    w = build_world(WorldConfig(**{**WORLD, "seed": 5}))
     t = w["topics"][0]
     p, r = np.asarray(w["p_ref"][t]), w["r_true"][t]
     cf, dpo = closed_form_policy(p, r, alpha, beta), dpo_tabular(p, r, alpha, beta)

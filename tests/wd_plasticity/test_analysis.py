@@ -6,6 +6,10 @@ import pytest
 from methods.wd_plasticity.analysis import AnalysisConfig, claim_metrics, rel_improvement
 
 
+def cfg(bootstrap: int) -> AnalysisConfig:
+    return AnalysisConfig(baseline_wd=0.1, monotone_wds=[0.0, 0.1, 0.3], bootstrap=bootstrap, seed=0)
+
+
 def _df(nll, val, rms, gap, probe, qk, seeds=(0, 1, 2), jitter=0.0):
     rows = []
     rng = np.random.default_rng(1)
@@ -23,7 +27,7 @@ def test_pilot_like_sweep():
     nll = [(1.181 + 1.308) / 2, (1.114 + 1.215) / 2, (0.952 + 1.111) / 2, (1.126 + 1.243) / 2]
     df = _df(nll, [0.5287, 0.5281, 0.5289, 0.5390], [0.063, 0.0582, 0.0505, 0.0365],
              [0.0098, 0.0081, 0.0078, 0.0083], [0.2, 0.25, 0.3, 0.28], [3.0, 2.5, 2.0, 1.0])
-    m = claim_metrics(df, AnalysisConfig(bootstrap=200))
+    m = claim_metrics(df, cfg(200))
     expected = (nll[1] - nll[2]) / nll[1]
     assert m["w1_rel_improvement"] == pytest.approx(expected, rel=1e-12)
     assert m["w1_ci95"] == pytest.approx([expected, expected])  # no seed noise: degenerate CI
@@ -36,7 +40,7 @@ def test_pilot_like_sweep():
 def test_negative_results_are_reported_as_such():
     df = _df([1.0, 0.9, 1.1, 1.2], [0.6, 0.5, 0.55, 0.7], [0.05, 0.05, 0.04, 0.03],
              [0.01, 0.02, 0.005, 0.005], [0.3, 0.2, 0.25, 0.3], [2.0, 2.5, 1.0, 0.5])
-    m = claim_metrics(df, AnalysisConfig(bootstrap=50))
+    m = claim_metrics(df, cfg(50))
     assert m["w1_rel_improvement"] == pytest.approx((0.9 - 1.1) / 0.9)
     assert m["w2_tradeoff"] is False  # both argmins at λ = 0.1
     assert not m["w3_weight_rms_decreasing"]  # ties are not strictly decreasing
@@ -46,7 +50,7 @@ def test_negative_results_are_reported_as_such():
 def test_bootstrap_ci_brackets_the_estimate_under_seed_noise():
     df = _df([1.0, 1.0, 0.9, 0.95], [0.5] * 4, [4, 3, 2, 1], [0] * 4, [0] * 4, [4, 3, 2, 1],
              seeds=range(8), jitter=0.02)
-    m = claim_metrics(df, AnalysisConfig(bootstrap=500))
+    m = claim_metrics(df, cfg(500))
     lo, hi = m["w1_ci95"]
     assert lo < m["w1_rel_improvement"] < hi and hi - lo > 0.005
 

@@ -9,10 +9,22 @@ from methods.core.results import InputError
 from methods.wd_plasticity.world import QUESTIONS, TaskSource, WorldConfig, build, make_people
 
 
+def task(**kw):
+    return TaskSource(**{"source": "world", "prompt_field": "prompt", "answer_field": "answer",
+                         "n_train": 2000, "n_dev": 250, "n_test": 500, **kw})
+
+
+def world_cfg(**kw):
+    return WorldConfig(**{"source": "world", "text_field": "text", "n_people": 300, "n_cities": 20,
+                          "n_colours": 10, "corpus_chars": 1_200_000, "val_chars": 60_000, "mix_bio": 0.60,
+                          "mix_arith": 0.25, "qa_train_people": 0.5, "qa_dev_people": 0.125, "seed": 1234,
+                          "tasks": {}, **kw})
+
+
 def _cfg(**kw):
-    tasks = {"T1": TaskSource(), "T2": TaskSource(n_train=300, n_dev=50, n_test=80),
-             "T3": TaskSource(n_train=100, n_dev=20, n_test=30)}
-    return WorldConfig(n_people=120, corpus_chars=150_000, val_chars=10_000, tasks=tasks, **kw)
+    tasks = {"T1": task(), "T2": task(n_train=300, n_dev=50, n_test=80),
+             "T3": task(n_train=100, n_dev=20, n_test=30)}
+    return world_cfg(n_people=120, corpus_chars=150_000, val_chars=10_000, tasks=tasks, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -84,16 +96,16 @@ def test_generated_tasks_are_correct_and_disjoint(world):
 
 
 def test_names_unique_and_disjoint_from_cities():
-    people = make_people(WorldConfig(n_people=300))
+    people = make_people(world_cfg(n_people=300))
     names = [p["name"] for p in people]
     assert len(set(names)) == 300 and all(len(n) == 5 for n in names)
 
 
 def test_bad_config_is_a_clear_error(tmp_path):
     with pytest.raises(InputError, match="cities"):
-        build(WorldConfig(n_cities=999, tasks={"T1": TaskSource()}), tmp_path / "a")
+        build(world_cfg(n_cities=999, tasks={"T1": task()}), tmp_path / "a")
     with pytest.raises(InputError, match="unknown generated task 'T9'"):
-        build(WorldConfig(n_people=20, corpus_chars=1000, val_chars=100, tasks={"T9": TaskSource()}), tmp_path / "b")
+        build(world_cfg(n_people=20, corpus_chars=1000, val_chars=100, tasks={"T9": task()}), tmp_path / "b")
     assert not (tmp_path / "b").exists()  # nothing half-written
 
 
@@ -107,8 +119,8 @@ def test_hub_source_path_loads_saved_datasets(tmp_path):
                                                                "a": [str(i) for i in range(5)]})
                                 for s in ("train", "validation", "test")})
     sft.save_to_disk(str(tmp_path / "sft"))
-    cfg = WorldConfig(source=str(tmp_path / "corpus"), corpus_chars=3000, val_chars=500,
-                      tasks={"qa": TaskSource(source=str(tmp_path / "sft"), prompt_field="q", answer_field="a")})
+    cfg = world_cfg(source=str(tmp_path / "corpus"), corpus_chars=3000, val_chars=500,
+                    tasks={"qa": task(source=str(tmp_path / "sft"), prompt_field="q", answer_field="a")})
     build(cfg, tmp_path / "data")
     val = (tmp_path / "data" / "val.txt").read_text()
     train = (tmp_path / "data" / "pretrain.txt").read_text()
@@ -123,9 +135,10 @@ def test_same_world_in_processes_with_different_hash_seeds(tmp_path):
     import os
     import subprocess
     import sys
+    from dataclasses import asdict
 
-    cfg = json.dumps({"n_people": 60, "corpus_chars": 20000, "val_chars": 2000,
-                      "tasks": {"T1": {}, "T2": {"n_train": 50, "n_dev": 10, "n_test": 10}}})
+    cfg = json.dumps(asdict(world_cfg(n_people=60, corpus_chars=20000, val_chars=2000,
+                                      tasks={"T1": task(), "T2": task(n_train=50, n_dev=10, n_test=10)})))
     digests = []
     for seed in ("1", "2"):
         out = tmp_path / f"w{seed}"

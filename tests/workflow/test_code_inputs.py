@@ -200,9 +200,9 @@ def test_rules_list_no_file_their_step_cannot_import(rules):
 
 def test_the_check_catches_a_missing_module(rules):
     """The ground truth sees what the old hand-written lists missed: SCOPE's GRPO step samples
-    with the shared pool (methods/scope/run.py → methods/model_pool/pool.py), LFQ's final step
+    with the shared pool (methods/scope/run.py → methods/core/model_pool/pool.py), LFQ's final step
     re-runs GPTQ, Memora's aggregate reads the store simulator and the generator."""
-    for rule, dropped in [("sc_grpo", "methods/model_pool/pool.py"), ("lfq_final", "methods/lfq/gptq.py"),
+    for rule, dropped in [("scope_grpo", "methods/core/model_pool/pool.py"), ("lfq_final", "methods/lfq/gptq.py"),
                           ("memora_aggregate", "methods/memora/memory.py"),
                           ("memora_aggregate", "methods/memora/synth.py")]:
         entry, sub, inputs = rules[rule]
@@ -256,10 +256,12 @@ def test_editing_grpo_reruns_only_the_steps_that_import_it(rules):
     (methods/scope/run.py), does not."""
     listing = {r for r, (_e, _s, inputs) in rules.items() if "methods/rl_sgd/grpo.py" in inputs}
     assert listing == {r for r, (e, s, _i) in rules.items() if "methods/rl_sgd/grpo.py" in imported_files(e, s)}
-    assert listing == {"rs_grpo", "rs_warmstart", "rs_sft", "rs_sparsity", "rs_trl_check", "rs_prompts"}
-    assert not {r for r in listing if r.startswith("sc_")}
-    # and the probes edit of tests/workflow/test_smoke.py stays confined to wdp_probes
-    assert {r for r, (_e, _s, i) in rules.items() if "methods/wd_plasticity/probes.py" in i} == {"wdp_probes"}
+    assert listing == {"rl_sgd_grpo", "rl_sgd_warmstart", "rl_sgd_sft", "rl_sgd_sparsity", "rl_sgd_trl_check",
+                       "rl_sgd_prompts"}
+    assert not {r for r in listing if r.startswith("scope_")}
+    # and the probes edit of tests/workflow/test_smoke.py stays confined to wd_plasticity_probes
+    probes = {r for r, (_e, _s, i) in rules.items() if "methods/wd_plasticity/probes.py" in i}
+    assert probes == {"wd_plasticity_probes"}
 
 
 def test_the_helper_on_a_small_tree(tmp_path):
@@ -302,3 +304,27 @@ def test_the_helper_on_a_small_tree(tmp_path):
     assert set(ix.step_files("p", "b")) == base | {"methods/p/other.py", "methods/core/plots.py"}
     # an unknown sub-command: everything __main__ imports anywhere
     assert set(ix.step_files("p", "zzz")) == set(ix.step_files("p", "a")) | set(ix.step_files("p", "b"))
+
+
+def test_core_sub_package_step():
+    """A step run from a package inside core (`python -m methods.core.model_pool data`): its
+    sub-commands resolve, and the package's parents and modules are its inputs."""
+    from methods.core import codeinputs
+
+    for sub in ("data", "train", "verifier", "costs"):
+        assert codeinputs.resolves("core.model_pool", sub, ROOT), sub
+        files = set(codeinputs.step_files("core.model_pool", sub, ROOT))
+        assert {"methods/__init__.py", "methods/core/__init__.py", "methods/core/model_pool/__init__.py",
+                "methods/core/model_pool/__main__.py", "methods/core/model_pool/pool.py",
+                "methods/core/cli.py"} <= files, sub
+        assert not any(f.startswith(("methods/uniscale/", "methods/scope/")) for f in files), sub
+
+
+def test_editing_core_rl_reruns_only_the_grpo_steps(rules):
+    """The shared RL module (methods/core/rl.py: group advantages, GRPO loss, completion
+    log-probs, sampling) is a code input of rl_sgd's and SCOPE's GRPO steps, and of nothing
+    outside those two papers: editing it reruns them and leaves every other paper cached."""
+    listing = {r for r, (_e, _s, inputs) in rules.items() if "methods/core/rl.py" in inputs}
+    assert listing == {r for r, (e, s, _i) in rules.items() if "methods/core/rl.py" in imported_files(e, s)}
+    assert {"rl_sgd_grpo", "scope_grpo"} <= listing, sorted(listing)
+    assert all(r.startswith(("rl_sgd_", "scope_")) for r in listing), sorted(listing)

@@ -1,11 +1,20 @@
 """The DAG plans at every scale, lints clean, and rejects bad config before any job runs."""
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
 
+from methods.core import registry
+
 from .conftest import ROOT, bad_scale_edit, config_error, copy_scales, job_counts, snakemake
+
+
+def enabled_papers() -> list[str]:
+    """The papers config/config.yaml enables, in report order (`all`: every registered one)."""
+    papers = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["papers"]
+    return registry.check_papers(papers, registry.papers(ROOT))
 
 
 @pytest.mark.parametrize("scale,n_pretrain", [("smoke", 4), ("tiny", 12), ("paper", 6)])
@@ -14,17 +23,29 @@ def test_dry_run_every_scale(scale, n_pretrain, tmp_path):
                                                        "reports_dir": tmp_path / "p"})
     counts = job_counts(out.stdout)
     # λ grid × seeds bases; one fine-tune per base × task × LR; one claims + report per scale
-    assert counts["wdp_pretrain"] == n_pretrain
-    assert counts["wdp_probes"] == counts["wdp_evaluate"] == n_pretrain
-    assert counts["wdp_finetune"] == n_pretrain * 2  # one per base × task (the LR grid runs inside)
-    papers = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["papers"]
-    assert counts["claims"] == len(papers)  # one claims table per enabled paper
+    assert counts["wd_plasticity_pretrain"] == n_pretrain
+    assert counts["wd_plasticity_probes"] == counts["wd_plasticity_evaluate"] == n_pretrain
+    assert counts["wd_plasticity_finetune"] == n_pretrain * 2  # one per base × task (the LR grid runs inside)
+    assert counts["claims"] == len(enabled_papers())  # one claims table per enabled paper
     assert counts["report"] == counts["all"] == 1
 
 
 def test_lint_is_clean():
     out = snakemake("--lint")
     assert "Congratulations, your workflow is in a good condition" in out.stdout + out.stderr
+
+
+def test_python_lint_is_clean():
+    """`make lint`'s second half: ruff (pyflakes, import order, the complexity cap of
+    pyproject.toml) finds nothing in the repository."""
+    import shutil
+    import subprocess
+    import sys
+
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    assert ruff, "ruff is not installed (it is pinned in pyproject.toml)"
+    out = subprocess.run([ruff, "check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-1000:]
 
 
 @pytest.mark.parametrize("override,key", [
@@ -39,8 +60,8 @@ def test_bad_run_config_fails_before_any_job(override, key, tmp_path):
 
 
 @pytest.mark.parametrize("edit,key", [
-    (("steps: 60,", "steps: many,"), "'wd_plasticity.pretrain.train.steps': 'many' is not of type 'integer'"),
-    (("eval_batches: 2", "eval_batchez: 2"), "'eval_batchez' was unexpected"),
+    (("steps: 60,", "steps: many,"), "config key 'wd_plasticity.pretrain.train.steps': expected int, got 'many'"),
+    (("eval_batches: 2", "eval_batchez: 2"), "unknown config key 'siamesenorm.run.eval_batchez'"),
     (("lrs: [1.0e-3, 3.0e-3]", "lrs: []"), "'wd_plasticity.finetune.lrs'"),
     (("steps: 60, batch_size: 16, lr: 3.0e-3, optimizer: adamw", "steps: 60, batch_size: 16, lr: 3.0e-3, optimizer: lion"),
      "'wd_plasticity.pretrain.train.optimizer'"),
@@ -139,12 +160,13 @@ def gpu_hour_plan(stdout: str) -> tuple[list[tuple[str, str, float]], dict[str, 
 
 def test_paper_dry_run_prints_the_gpu_hour_plan(tmp_path):
     """After the job list, the paper dry run prints GPU-hours per rule and per paper (a row for
-    every enabled paper) and their total, summed from the jobs' own resources (gpu x runtime)."""
+    every enabled paper, then the shared parts of methods/core with GPU jobs: the model pool) and
+    their total, summed from the jobs' own resources (gpu x runtime)."""
     out = snakemake("-n", "-p", config={"scale": "paper", "results_dir": tmp_path / "r",
                                          "reports_dir": tmp_path / "p"})
     rules, papers, total = gpu_hour_plan(out.stdout)
-    enabled = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["papers"]
-    assert list(papers) == enabled
+    enabled = enabled_papers()
+    assert list(papers) == enabled + ["model_pool"]
     assert total == pytest.approx(sum(papers.values()), abs=0.05 * len(papers))
     assert total == pytest.approx(sum(h for _, _, h in rules), abs=0.05 * len(rules))
     for paper in enabled:
@@ -193,3 +215,52 @@ def test_agoq_ranks_get_their_gpus(tmp_path, world, nodes):
     jobs = paper_target_jobs(tmp_path, "agoq/runs/fp", [("world_size: 8\n", f"world_size: {world}\n")])
     (res,) = [j["resources"] for j in jobs if j["rule"] == "agoq_train"]
     assert (int(res["gpu"]), int(res["nodes"])) == (world, nodes)
+
+
+def rules_files() -> dict[str, str]:
+    """{name: text} of workflow/rules/<name>.smk: every paper's, the model pool's and the shared ones."""
+    return {f.stem: f.read_text() for f in (ROOT / "workflow" / "rules").glob("*.smk")}
+
+
+def test_rule_names_carry_their_papers_slug():
+    """Every step of workflow/rules/<slug>.smk is `<slug>_<step>` (the model pool's `model_pool_<step>`);
+    only the shared claims and report steps are not; the helpers files define functions only."""
+    shared = {"common", "sizes", "report"}
+    files = rules_files()
+    assert set(files) - shared == set(registry.papers(ROOT)) | set(registry.core_parts(ROOT))
+    for name, text in files.items():
+        rules = re.findall(r"^rule (\w+):", text, re.M)
+        if name in shared:
+            assert set(rules) <= {"claims", "report"}, name
+        else:
+            assert rules and all(r.startswith(f"{name}_") for r in rules), (name, rules)
+    for f in (ROOT / "workflow" / "rules" / "helpers").glob("*.smk"):
+        assert f.stem in files and not re.search(r"^rule ", f.read_text(), re.M), f.name
+
+
+def test_wildcard_constraints_are_per_rule():
+    """Only `scale` and `seed` are constrained workflow-wide (common.smk); every other wildcard's
+    constraint belongs to the rule that has it, so include order cannot change which regex a rule gets."""
+    for name, text in rules_files().items():
+        global_blocks = re.findall(r"^wildcard_constraints:\n((?:    .*\n)+)", text, re.M)
+        if name == "common":
+            (block,) = global_blocks
+            assert sorted(l.split("=")[0].strip() for l in block.splitlines()) == ["scale", "seed"]
+        else:
+            assert not global_blocks, name
+
+
+def test_cpu_steps_get_the_scale_resources_under_a_profile(tmp_path):
+    """A step without `resources:` of its own gets its scale's CPU values (common.smk's RESOURCES)
+    over the SLURM profile's default-resources; `--set-resources` still wins; steps with their own
+    values (claims: 1000 MB, 5 min) keep them."""
+    target = tmp_path / "r" / "tiny" / "wd_plasticity" / "claims.json"
+    out = snakemake(str(target), "-n", "-p", "--profile", "profiles/slurm", "--set-resources",
+                    "wd_plasticity_shards:runtime=7", "wd_plasticity_tokenizer:mem_mb=1234",
+                    config={"scale": "tiny", "results_dir": tmp_path / "r"})
+    res = {j["rule"]: j["resources"] for j in dry_run_jobs(out.stdout)}
+    assert (res["wd_plasticity_data"]["mem_mb"], res["wd_plasticity_data"]["runtime"]) == ("3000", "30")
+    assert (res["wd_plasticity_shards"]["mem_mb"], res["wd_plasticity_shards"]["runtime"]) == ("3000", "7")
+    assert (res["wd_plasticity_tokenizer"]["mem_mb"], res["wd_plasticity_tokenizer"]["runtime"]) == ("1234", "30")
+    assert (res["claims"]["mem_mb"], res["claims"]["runtime"]) == ("1000", "5")
+    assert res["wd_plasticity_data"]["slurm_partition"] == "debug"  # the profile's other defaults stay

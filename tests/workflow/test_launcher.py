@@ -20,8 +20,8 @@ def shells(tmp_path, *set_resources, check=True):
 
 
 def test_launch_follows_the_jobs_gpus_and_nodes(tmp_path):
-    got = shells(tmp_path, "wdp_pretrain:gpu=4", "sn_train:nodes=2", "sn_train:gpu=16",
-                 "sn_train:mpi=srun", "sn_train:tasks=2", "sn_train:tasks_per_gpu=0")
+    got = shells(tmp_path, "wd_plasticity_pretrain:gpu=4", "siamesenorm_train:nodes=2", "siamesenorm_train:gpu=16",
+                 "siamesenorm_train:mpi=srun", "siamesenorm_train:tasks=2", "siamesenorm_train:tasks_per_gpu=0")
     assert all(got.values())
     for c in got["dag_moe train"]:          # paper default: one GPU, one process
         assert c.startswith("Shell command: python -m methods.dag_moe train"), c
@@ -33,8 +33,9 @@ def test_launch_follows_the_jobs_gpus_and_nodes(tmp_path):
 
 
 @pytest.mark.parametrize("resources,msg", [
-    (("sn_train:nodes=2", "sn_train:gpu=15", "sn_train:mpi=srun", "sn_train:tasks=2"), "not a multiple of nodes=2"),
-    (("sn_train:nodes=2", "sn_train:gpu=16"), "needs mpi='srun'"),
+    (("siamesenorm_train:nodes=2", "siamesenorm_train:gpu=15", "siamesenorm_train:mpi=srun",
+      "siamesenorm_train:tasks=2"), "not a multiple of nodes=2"),
+    (("siamesenorm_train:nodes=2", "siamesenorm_train:gpu=16"), "needs mpi='srun'"),
 ])
 def test_impossible_launch_fails_when_planning(tmp_path, resources, msg):
     out = shells(tmp_path, *resources, check=False)

@@ -3,11 +3,8 @@
 # quantization; qgrad8 adds QuanGrad's 8-bit all-reduce and int8 gradient buffer), the
 # gradient-collective / policy-bytes probe, then
 # table, pipeline memory model, figure and claims A1–A6 (methods/agoq/).
-AG = f"{RESULTS}/{{scale}}/agoq"
-
-
-wildcard_constraints:
-    variant="[a-z0-9_]+",
+include: "helpers/agoq.smk"  # its config helpers and GPU job sizers
+AGOQ_DIR = f"{RESULTS}/{{scale}}/agoq"
 
 
 rule agoq_data:
@@ -15,19 +12,13 @@ rule agoq_data:
     input:
         code=code("agoq", "data"),
     output:
-        directory(f"{AG}/data"),
+        directory(f"{AGOQ_DIR}/data"),
     log:
-        f"{AG}/logs/data.log",
+        f"{AGOQ_DIR}/logs/data.log",
     benchmark:
-        f"{AG}/benchmarks/agoq_data.tsv"
+        f"{AGOQ_DIR}/benchmarks/agoq_data.tsv"
     params:
-        cfg=lambda wc: as_json(ag(wc.scale, "data")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "agoq", "data")),
     shell:
         "python -m methods.agoq data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
@@ -36,24 +27,18 @@ rule agoq_shards:
     """train.txt and val.txt tokenized once into on-disk shards (train/, val/) that the runs
     and the probe read by (seed, step): no step holds the corpus in memory."""
     input:
-        data=f"{AG}/data",
+        data=f"{AGOQ_DIR}/data",
         code=code("core", "shards"),
     output:
-        directory(f"{AG}/shards"),
+        directory(f"{AGOQ_DIR}/shards"),
     log:
-        f"{AG}/logs/shards.log",
+        f"{AGOQ_DIR}/logs/shards.log",
     benchmark:
-        f"{AG}/benchmarks/agoq_shards.tsv"
+        f"{AGOQ_DIR}/benchmarks/agoq_shards.tsv"
     params:
         # the files' newlines separate the documents already; without EOS the shards hold the
         # ids of the whole text, as when it was tokenized in one piece
         eos="no",
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
     shell:
         "python -m methods.core shards --source {input.data}/train.txt --val-source {input.data}/val.txt "
         "--tokenizer {input.data}/tokenizer --eos {params.eos} --out {output} > {log} 2>&1"
@@ -63,21 +48,21 @@ rule agoq_train:
     """One variant, data-parallel: the job launches its world_size ranks itself (one GPU each on
     CUDA, process group nccl; gloo on CPU), with its own QuanGrad all-reduce (not torchrun/DDP)."""
     input:
-        data=f"{AG}/data",
-        shards=f"{AG}/shards",
+        data=f"{AGOQ_DIR}/data",
+        shards=f"{AGOQ_DIR}/shards",
         code=code("agoq", "train"),
     output:
-        directory(f"{AG}/runs/{{variant}}"),
+        directory(f"{AGOQ_DIR}/runs/{{variant}}"),
     log:
-        f"{AG}/logs/train/{{variant}}.log",
+        f"{AGOQ_DIR}/logs/train/{{variant}}.log",
     benchmark:
-        f"{AG}/benchmarks/agoq_train__{{variant}}.tsv"
+        f"{AGOQ_DIR}/benchmarks/agoq_train__{{variant}}.tsv"
+    wildcard_constraints:
+        variant="[a-z0-9_]+",
     params:
         runtime=runtime_of(agoq_train_job),
-        cfg=lambda wc: as_json(ag_run_cfg(wc.scale, wc.variant)),
+        cfg=lambda wc: as_json(agoq_run_cfg(wc.scale, wc.variant)),
     threads: 2
-    conda:
-        conda_env
     resources:
         **sized(agoq_train_job),
     shell:
@@ -89,21 +74,18 @@ rule agoq_train:
 rule agoq_probe:
     """Gradient-collective errors over W simulated workers on the fp model; bytes of every policy."""
     input:
-        model=f"{AG}/runs/fp",
-        shards=f"{AG}/shards",
+        model=f"{AGOQ_DIR}/runs/fp",
+        shards=f"{AGOQ_DIR}/shards",
         code=code("agoq", "probe"),
     output:
-        f"{AG}/probe.json",
+        f"{AGOQ_DIR}/probe.json",
     log:
-        f"{AG}/logs/probe.log",
+        f"{AGOQ_DIR}/logs/probe.log",
     benchmark:
-        f"{AG}/benchmarks/agoq_probe.tsv"
+        f"{AGOQ_DIR}/benchmarks/agoq_probe.tsv"
     params:
         runtime=runtime_of(agoq_probe_job),
-        cfg=lambda wc: as_json(ag_probe_cfg(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(agoq_probe_cfg(wc.scale)),
     resources:
         **sized(agoq_probe_job),
     shell:
@@ -114,32 +96,26 @@ rule agoq_probe:
 rule agoq_aggregate:
     """Table, 1F1B stage-memory model, claim metrics (summary.json) and the figure."""
     input:
-        runs=lambda wc: ag_runs(wc.scale),
-        probe=f"{AG}/probe.json",
+        runs=lambda wc: agoq_runs(wc.scale),
+        probe=f"{AGOQ_DIR}/probe.json",
         code=code("agoq", "aggregate"),
     output:
-        table=f"{AG}/table.csv",
-        pp_memory=f"{AG}/pp_memory.csv",
-        summary=f"{AG}/summary.json",
+        table=f"{AGOQ_DIR}/table.csv",
+        pp_memory=f"{AGOQ_DIR}/pp_memory.csv",
+        summary=f"{AGOQ_DIR}/summary.json",
         figure=report(
-            f"{AG}/figures/agoq.png",
-            caption="../report/agoq.rst",
+            f"{AGOQ_DIR}/figures/agoq.png",
+            caption="../../methods/agoq/report.rst",
             category="agoq",
             labels={"scale": "{scale}", "figure": "convergence, activation bytes, all-reduce error, stage memory"},
         ),
-        caption=f"{AG}/figures/agoq.caption.txt",
+        caption=f"{AGOQ_DIR}/figures/agoq.caption.txt",
     log:
-        f"{AG}/logs/aggregate.log",
+        f"{AGOQ_DIR}/logs/aggregate.log",
     benchmark:
-        f"{AG}/benchmarks/agoq_aggregate.tsv"
+        f"{AGOQ_DIR}/benchmarks/agoq_aggregate.tsv"
     params:
-        cfg=lambda wc: as_json(ag(wc.scale, "analysis")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "agoq", "analysis")),
     shell:
         "python -m methods.agoq aggregate --config {params.cfg:q} --runs {input.runs} --probe {input.probe} "
         "--table {output.table} --pp-memory {output.pp_memory} --summary {output.summary} "

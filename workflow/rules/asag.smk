@@ -1,10 +1,7 @@
 # ASAG (arXiv 2606.15070): synthetic over-thinking traces, a tiny reasoning model, greedy decoding
 # under vanilla / NoThinking / DEER / ASAG (+ ablations), table, figure and claims (methods/asag/).
-AS = f"{RESULTS}/{{scale}}/asag"
-
-
-wildcard_constraints:
-    policy="[a-z0-9_]+",
+include: "helpers/asag.smk"  # its config helpers and GPU job sizers
+ASAG_DIR = f"{RESULTS}/{{scale}}/asag"
 
 
 rule asag_data:
@@ -12,19 +9,13 @@ rule asag_data:
     input:
         code=code("asag", "data"),
     output:
-        directory(f"{AS}/data"),
+        directory(f"{ASAG_DIR}/data"),
     log:
-        f"{AS}/logs/data.log",
+        f"{ASAG_DIR}/logs/data.log",
     benchmark:
-        f"{AS}/benchmarks/asag_data.tsv"
+        f"{ASAG_DIR}/benchmarks/asag_data.tsv"
     params:
-        cfg=lambda wc: as_json(asag(wc.scale, "data")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "asag", "data")),
     shell:
         "python -m methods.asag data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
@@ -32,20 +23,17 @@ rule asag_data:
 rule asag_train:
     """The tiny reasoning model (paper scale: records the hub LRM, trains nothing)."""
     input:
-        data=f"{AS}/data",
+        data=f"{ASAG_DIR}/data",
         code=code("asag", "train"),
     output:
-        directory(f"{AS}/model"),
+        directory(f"{ASAG_DIR}/model"),
     log:
-        f"{AS}/logs/train.log",
+        f"{ASAG_DIR}/logs/train.log",
     benchmark:
-        f"{AS}/benchmarks/asag_train.tsv"
+        f"{ASAG_DIR}/benchmarks/asag_train.tsv"
     params:
         runtime=runtime_of(asag_train_job),
-        cfg=lambda wc: as_json(asag(wc.scale, "train")),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(hp(wc.scale, "asag", "train")),
     resources:
         **sized(asag_train_job),
     shell:
@@ -56,21 +44,20 @@ rule asag_train:
 rule asag_decode:
     """Greedy decoding of the test problems under one policy (vanilla, DEER, ASAG, ...)."""
     input:
-        model=f"{AS}/model",
-        data=f"{AS}/data",
+        model=f"{ASAG_DIR}/model",
+        data=f"{ASAG_DIR}/data",
         code=code("asag", "decode"),
     output:
-        f"{AS}/runs/{{policy}}.jsonl",
+        f"{ASAG_DIR}/runs/{{policy}}.jsonl",
     log:
-        f"{AS}/logs/decode/{{policy}}.log",
+        f"{ASAG_DIR}/logs/decode/{{policy}}.log",
     benchmark:
-        f"{AS}/benchmarks/asag_decode__{{policy}}.tsv"
+        f"{ASAG_DIR}/benchmarks/asag_decode__{{policy}}.tsv"
+    wildcard_constraints:
+        policy="[a-z0-9_]+",
     params:
         runtime=runtime_of(asag_decode_job),
-        cfg=lambda wc: as_json(asag(wc.scale, "decode")),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(hp(wc.scale, "asag", "decode")),
     resources:
         **sized(asag_decode_job),
     shell:
@@ -84,27 +71,21 @@ rule asag_report:
         runs=lambda wc: asag_runs(wc.scale),
         code=code("asag", "report"),
     output:
-        table=f"{AS}/table.csv",
-        summary=f"{AS}/summary.json",
+        table=f"{ASAG_DIR}/table.csv",
+        summary=f"{ASAG_DIR}/summary.json",
         figure=report(
-            f"{AS}/figures/acc_vs_tokens.png",
-            caption="../report/asag.rst",
+            f"{ASAG_DIR}/figures/acc_vs_tokens.png",
+            caption="../../methods/asag/report.rst",
             category="asag",
             labels={"scale": "{scale}", "figure": "accuracy vs tokens, entropy change"},
         ),
-        caption=f"{AS}/figures/acc_vs_tokens.caption.txt",
+        caption=f"{ASAG_DIR}/figures/acc_vs_tokens.caption.txt",
     log:
-        f"{AS}/logs/report.log",
+        f"{ASAG_DIR}/logs/report.log",
     benchmark:
-        f"{AS}/benchmarks/asag_report.tsv"
+        f"{ASAG_DIR}/benchmarks/asag_report.tsv"
     params:
-        cfg=lambda wc: as_json(asag(wc.scale, "analysis")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "asag", "analysis")),
     shell:
         "python -m methods.asag report --config {params.cfg:q} --runs {input.runs} --table {output.table} "
         "--summary {output.summary} --figure {output.figure} > {log} 2>&1"

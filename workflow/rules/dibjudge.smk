@@ -1,86 +1,70 @@
 # DIBJudge (arXiv 2603.10351): synthetic languages with a translationese signature, a pairwise
 # reward-model judge trained plain (SFT) or with DIBJudge's branches and its ablations, bias /
 # accuracy / dependence metrics, figure and claims C1-C4 (methods/dibjudge/).
-DJ = f"{RESULTS}/{{scale}}/dibjudge"
+include: "helpers/dibjudge.smk"  # its config helpers and GPU job sizers
+DIBJUDGE_DIR = f"{RESULTS}/{{scale}}/dibjudge"
 
 
-wildcard_constraints:
-    variant="sft|dib_vib|dib_vq|no_dis|no_proxy|no_bottleneck",
-
-
-rule dj_data:
+rule dibjudge_data:
     """Train / ID / Bias Suite / adversarial pairs and their proxy labels (length, NLL, TTR bins)."""
     input:
         code=code("dibjudge", "data"),
     output:
-        directory(f"{DJ}/data"),
+        directory(f"{DIBJUDGE_DIR}/data"),
     log:
-        f"{DJ}/logs/data.log",
+        f"{DIBJUDGE_DIR}/logs/data.log",
     benchmark:
-        f"{DJ}/benchmarks/dj_data.tsv"
+        f"{DIBJUDGE_DIR}/benchmarks/dibjudge_data.tsv"
     params:
-        cfg=lambda wc: as_json(dj(wc.scale, "data")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "dibjudge", "data")),
     shell:
         "python -m methods.dibjudge data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
 
-rule dj_train:
+rule dibjudge_train:
     """Train one judge variant per seed, then evaluate it and probe its robust channel."""
     input:
-        data=f"{DJ}/data",
+        data=f"{DIBJUDGE_DIR}/data",
         code=code("dibjudge", "train"),
     output:
-        f"{DJ}/metrics_{{variant}}.json",
+        f"{DIBJUDGE_DIR}/metrics_{{variant}}.json",
     log:
-        f"{DJ}/logs/train_{{variant}}.log",
+        f"{DIBJUDGE_DIR}/logs/train_{{variant}}.log",
     benchmark:
-        f"{DJ}/benchmarks/dj_train__{{variant}}.tsv"
+        f"{DIBJUDGE_DIR}/benchmarks/dibjudge_train__{{variant}}.tsv"
+    wildcard_constraints:
+        variant="sft|dib_vib|dib_vq|no_dis|no_proxy|no_bottleneck",
     params:
-        runtime=runtime_of(dj_train_job),
-        cfg=lambda wc: as_json(dj(wc.scale, "train")),
-        ckpt=f"{DJ}/ckpt",
-    threads: 1
-    conda:
-        conda_env
+        runtime=runtime_of(dibjudge_train_job),
+        cfg=lambda wc: as_json(hp(wc.scale, "dibjudge", "train")),
+        ckpt=f"{DIBJUDGE_DIR}/ckpt",
     resources:
-        **sized(dj_train_job),
+        **sized(dibjudge_train_job),
     shell:
         "python -m methods.dibjudge train --config {params.cfg:q} --variant {wildcards.variant} "
         "--data {input.data} --ckpt {params.ckpt} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
-rule dj_report:
+rule dibjudge_report:
     """Claim metrics (summary.json), the variant table and the bias figure."""
     input:
-        metrics=lambda wc: dj_metrics(wc.scale),
+        metrics=lambda wc: dibjudge_metrics(wc.scale),
         code=code("dibjudge", "report"),
     output:
-        table=f"{DJ}/table.md",
-        summary=f"{DJ}/summary.json",
+        table=f"{DIBJUDGE_DIR}/table.md",
+        summary=f"{DIBJUDGE_DIR}/summary.json",
         figure=report(
-            f"{DJ}/figures/bias.png",
-            caption="../report/dibjudge.rst",
+            f"{DIBJUDGE_DIR}/figures/bias.png",
+            caption="../../methods/dibjudge/report.rst",
             category="dibjudge",
             labels={"scale": "{scale}", "figure": "translationese bias per variant"},
         ),
     log:
-        f"{DJ}/logs/report.log",
+        f"{DIBJUDGE_DIR}/logs/report.log",
     benchmark:
-        f"{DJ}/benchmarks/dj_report.tsv"
+        f"{DIBJUDGE_DIR}/benchmarks/dibjudge_report.tsv"
     params:
-        cfg=lambda wc: as_json(dj(wc.scale, "report")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "dibjudge", "report")),
     shell:
         "python -m methods.dibjudge report --config {params.cfg:q} --metrics {input.metrics} "
         "--table {output.table} --summary {output.summary} --figure {output.figure} > {log} 2>&1"

@@ -1,142 +1,120 @@
 # Efficient-DLM (arXiv 2512.14067): tiny AR base → one masked-diffusion conversion per attention
 # pattern / masking scheme → block-parallel decoding at several confidence thresholds (accuracy,
 # tokens per forward, tokens/s vs AR) and weight drift → table, figures, claims (methods/efficient_dlm/).
-ED = f"{RESULTS}/{{scale}}/efficient_dlm"
+include: "helpers/efficient_dlm.smk"  # its config helpers and GPU job sizers
+EFFICIENT_DLM_DIR = f"{RESULTS}/{{scale}}/efficient_dlm"
 
 
-wildcard_constraints:
-    variant="fullbidir|blk_noisy|blk_clean|blk_clean_posmask",
-
-
-rule edlm_data:
+rule efficient_dlm_data:
     """Addition / string-reversal / PCFG corpus, held-out prompts and the char tokenizer."""
     input:
         code=code("efficient_dlm", "data"),
     output:
-        directory(f"{ED}/data"),
+        directory(f"{EFFICIENT_DLM_DIR}/data"),
     log:
-        f"{ED}/logs/data.log",
+        f"{EFFICIENT_DLM_DIR}/logs/data.log",
     benchmark:
-        f"{ED}/benchmarks/edlm_data.tsv"
+        f"{EFFICIENT_DLM_DIR}/benchmarks/efficient_dlm_data.tsv"
     params:
-        cfg=lambda wc: as_json(edlm(wc.scale, "data")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "efficient_dlm", "data")),
     shell:
         "python -m methods.efficient_dlm data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
 
-rule edlm_train_ar:
+rule efficient_dlm_train_ar:
     """The AR base, trained with the shared trainer (paper scale: the hub base, saved as is)."""
     input:
-        data=f"{ED}/data",
+        data=f"{EFFICIENT_DLM_DIR}/data",
         code=code("efficient_dlm", "train_ar"),
     output:
-        directory(f"{ED}/models/ar"),
+        directory(f"{EFFICIENT_DLM_DIR}/models/ar"),
     log:
-        f"{ED}/logs/train_ar.log",
+        f"{EFFICIENT_DLM_DIR}/logs/train_ar.log",
     benchmark:
-        f"{ED}/benchmarks/edlm_train_ar.tsv"
+        f"{EFFICIENT_DLM_DIR}/benchmarks/efficient_dlm_train_ar.tsv"
     params:
-        runtime=runtime_of(edlm_train_ar_job),
-        cfg=lambda wc: as_json(edlm(wc.scale, "ar")),
-    threads: 1
-    conda:
-        conda_env
+        runtime=runtime_of(efficient_dlm_train_ar_job),
+        cfg=lambda wc: as_json(hp(wc.scale, "efficient_dlm", "ar")),
     resources:
-        **sized(edlm_train_ar_job),
+        **sized(efficient_dlm_train_ar_job),
     shell:
         "python -m methods.efficient_dlm train_ar --config {params.cfg:q} --data {input.data} "
         "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
-rule edlm_convert:
+rule efficient_dlm_convert:
     """Continuous pretraining of the AR base as a masked-diffusion LM, one variant."""
     input:
-        ar=f"{ED}/models/ar",
-        data=f"{ED}/data",
+        ar=f"{EFFICIENT_DLM_DIR}/models/ar",
+        data=f"{EFFICIENT_DLM_DIR}/data",
         code=code("efficient_dlm", "convert"),
     output:
-        directory(f"{ED}/models/{{variant}}"),
+        directory(f"{EFFICIENT_DLM_DIR}/models/{{variant}}"),
     log:
-        f"{ED}/logs/convert/{{variant}}.log",
+        f"{EFFICIENT_DLM_DIR}/logs/convert/{{variant}}.log",
     benchmark:
-        f"{ED}/benchmarks/edlm_convert__{{variant}}.tsv"
+        f"{EFFICIENT_DLM_DIR}/benchmarks/efficient_dlm_convert__{{variant}}.tsv"
+    wildcard_constraints:
+        variant="fullbidir|blk_noisy|blk_clean|blk_clean_posmask",
     params:
-        runtime=runtime_of(edlm_convert_job),
-        cfg=lambda wc: as_json(edlm(wc.scale, "convert")),
-    threads: 1
-    conda:
-        conda_env
+        runtime=runtime_of(efficient_dlm_convert_job),
+        cfg=lambda wc: as_json(hp(wc.scale, "efficient_dlm", "convert")),
     resources:
-        **sized(edlm_convert_job),
+        **sized(efficient_dlm_convert_job),
     shell:
         "python -m methods.efficient_dlm convert --config {params.cfg:q} --variant {wildcards.variant} "
         "--ar {input.ar} --data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
-rule edlm_eval:
+rule efficient_dlm_eval:
     """Decode held-out prompts with the AR base and every variant at every threshold; drift."""
     input:
-        ar=f"{ED}/models/ar",
-        convs=lambda wc: edlm_convs(wc.scale),
-        data=f"{ED}/data",
+        ar=f"{EFFICIENT_DLM_DIR}/models/ar",
+        convs=lambda wc: efficient_dlm_conversions(wc.scale),
+        data=f"{EFFICIENT_DLM_DIR}/data",
         code=code("efficient_dlm", "evaluate"),
     output:
-        f"{ED}/eval.json",
+        f"{EFFICIENT_DLM_DIR}/eval.json",
     log:
-        f"{ED}/logs/eval.log",
+        f"{EFFICIENT_DLM_DIR}/logs/eval.log",
     benchmark:
-        f"{ED}/benchmarks/edlm_eval.tsv"
+        f"{EFFICIENT_DLM_DIR}/benchmarks/efficient_dlm_eval.tsv"
     params:
-        runtime=runtime_of(edlm_eval_job),
-        cfg=lambda wc: as_json(edlm(wc.scale, "eval")),
-    threads: 1
-    conda:
-        conda_env
+        runtime=runtime_of(efficient_dlm_eval_job),
+        cfg=lambda wc: as_json(hp(wc.scale, "efficient_dlm", "eval")),
     resources:
-        **sized(edlm_eval_job),
+        **sized(efficient_dlm_eval_job),
     shell:
         "python -m methods.efficient_dlm evaluate --config {params.cfg:q} --ar {input.ar} "
         "--convs {input.convs} --data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
-rule edlm_report:
+rule efficient_dlm_report:
     """Table, claim metrics (summary.json), accuracy–parallelism frontier and drift figures."""
     input:
-        eval=f"{ED}/eval.json",
+        eval=f"{EFFICIENT_DLM_DIR}/eval.json",
         code=code("efficient_dlm", "aggregate"),
     output:
-        table=f"{ED}/table.csv",
-        summary=f"{ED}/summary.json",
+        table=f"{EFFICIENT_DLM_DIR}/table.csv",
+        summary=f"{EFFICIENT_DLM_DIR}/summary.json",
         frontier=report(
-            f"{ED}/figures/acc_vs_tpf.png",
-            caption="../report/efficient_dlm.rst",
+            f"{EFFICIENT_DLM_DIR}/figures/acc_vs_tpf.png",
+            caption="../../methods/efficient_dlm/report.rst",
             category="efficient_dlm",
             labels={"scale": "{scale}", "figure": "accuracy vs parallelism"},
         ),
         drift=report(
-            f"{ED}/figures/drift.png",
-            caption="../report/efficient_dlm.rst",
+            f"{EFFICIENT_DLM_DIR}/figures/drift.png",
+            caption="../../methods/efficient_dlm/report.rst",
             category="efficient_dlm",
             labels={"scale": "{scale}", "figure": "weight drift"},
         ),
     log:
-        f"{ED}/logs/report.log",
+        f"{EFFICIENT_DLM_DIR}/logs/report.log",
     benchmark:
-        f"{ED}/benchmarks/edlm_report.tsv"
+        f"{EFFICIENT_DLM_DIR}/benchmarks/efficient_dlm_report.tsv"
     params:
-        cfg=lambda wc: as_json(edlm(wc.scale, "analysis")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "efficient_dlm", "analysis")),
     shell:
         "python -m methods.efficient_dlm aggregate --config {params.cfg:q} --eval {input.eval} "
         "--table {output.table} --summary {output.summary} --frontier {output.frontier} "

@@ -2,13 +2,8 @@
 # block-wise PTQ baselines (RTN, GPTQ, OmniQuant-LWC), the final block re-quantized with LFQ's
 # soft cross-entropy (or the logit-MSE ablation), evaluation, table/figure and claims
 # (methods/lfq/). Model dirs: models/fp → models/<base>-<wXgY> → models/<base>-<objective>-<wXgY>.
-LQ = f"{RESULTS}/{{scale}}/lfq"
-
-
-wildcard_constraints:
-    method="rtn|gptq|omni",
-    objective="headmse|lfq",
-    qcfg=r"w\d+g\d+",
+include: "helpers/lfq.smk"  # its config helpers and GPU job sizers
+LFQ_DIR = f"{RESULTS}/{{scale}}/lfq"
 
 
 rule lfq_data:
@@ -16,19 +11,13 @@ rule lfq_data:
     input:
         code=code("lfq", "data"),
     output:
-        directory(f"{LQ}/data"),
+        directory(f"{LFQ_DIR}/data"),
     log:
-        f"{LQ}/logs/data.log",
+        f"{LFQ_DIR}/logs/data.log",
     benchmark:
-        f"{LQ}/benchmarks/lfq_data.tsv"
+        f"{LFQ_DIR}/benchmarks/lfq_data.tsv"
     params:
-        cfg=lambda wc: as_json(lq(wc.scale, "data")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "lfq", "data")),
     shell:
         "python -m methods.lfq data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
@@ -36,20 +25,17 @@ rule lfq_data:
 rule lfq_train_fp:
     """The full-precision base model (paper scale: the hub model, copied)."""
     input:
-        data=f"{LQ}/data",
+        data=f"{LFQ_DIR}/data",
         code=code("lfq", "train"),
     output:
-        directory(f"{LQ}/models/fp"),
+        directory(f"{LFQ_DIR}/models/fp"),
     log:
-        f"{LQ}/logs/train_fp.log",
+        f"{LFQ_DIR}/logs/train_fp.log",
     benchmark:
-        f"{LQ}/benchmarks/lfq_train_fp.tsv"
+        f"{LFQ_DIR}/benchmarks/lfq_train_fp.tsv"
     params:
         runtime=runtime_of(lfq_train_fp_job),
-        cfg=lambda wc: as_json(lq(wc.scale, "base")),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(hp(wc.scale, "lfq", "base")),
     resources:
         **sized(lfq_train_fp_job),
     shell:
@@ -60,23 +46,17 @@ rule lfq_train_fp:
 rule lfq_calibrate:
     """Calibration token windows (tiny: generated text; paper: WikiText-2 train)."""
     input:
-        data=f"{LQ}/data",
-        base=f"{LQ}/models/fp",
+        data=f"{LFQ_DIR}/data",
+        base=f"{LFQ_DIR}/models/fp",
         code=code("lfq", "calibrate"),
     output:
-        f"{LQ}/calib.pt",
+        f"{LFQ_DIR}/calib.pt",
     log:
-        f"{LQ}/logs/calibrate.log",
+        f"{LFQ_DIR}/logs/calibrate.log",
     benchmark:
-        f"{LQ}/benchmarks/lfq_calibrate.tsv"
+        f"{LFQ_DIR}/benchmarks/lfq_calibrate.tsv"
     params:
-        cfg=lambda wc: as_json(lq(wc.scale, "calib")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "lfq", "calib")),
     shell:
         "python -m methods.lfq calibrate --config {params.cfg:q} --data {input.data} "
         "--base {input.base} --out {output} > {log} 2>&1"
@@ -85,21 +65,21 @@ rule lfq_calibrate:
 rule lfq_quantize:
     """A block-wise PTQ baseline over every block: fake-quantized model + packed weights."""
     input:
-        base=f"{LQ}/models/fp",
-        calib=f"{LQ}/calib.pt",
+        base=f"{LFQ_DIR}/models/fp",
+        calib=f"{LFQ_DIR}/calib.pt",
         code=code("lfq", "quantize"),
     output:
-        directory(f"{LQ}/models/{{method}}-{{qcfg}}"),
+        directory(f"{LFQ_DIR}/models/{{method}}-{{qcfg}}"),
     log:
-        f"{LQ}/logs/quantize/{{method}}-{{qcfg}}.log",
+        f"{LFQ_DIR}/logs/quantize/{{method}}-{{qcfg}}.log",
     benchmark:
-        f"{LQ}/benchmarks/lfq_quantize__{{method}}-{{qcfg}}.tsv"
+        f"{LFQ_DIR}/benchmarks/lfq_quantize__{{method}}-{{qcfg}}.tsv"
+    wildcard_constraints:
+        method="rtn|gptq|omni",
+        qcfg=r"w\d+g\d+",
     params:
         runtime=runtime_of(lfq_quantize_job),
-        cfg=lambda wc: as_json(lq_quant_cfg(wc.scale, wc.qcfg)),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(lfq_quant_cfg(wc.scale, wc.qcfg)),
     resources:
         **sized(lfq_quantize_job),
     shell:
@@ -110,22 +90,23 @@ rule lfq_quantize:
 rule lfq_final:
     """LFQ (or the +head logit-MSE ablation): the baseline's final block re-quantized."""
     input:
-        base=f"{LQ}/models/fp",
-        quantized=f"{LQ}/models/{{method}}-{{qcfg}}",
-        calib=f"{LQ}/calib.pt",
+        base=f"{LFQ_DIR}/models/fp",
+        quantized=f"{LFQ_DIR}/models/{{method}}-{{qcfg}}",
+        calib=f"{LFQ_DIR}/calib.pt",
         code=code("lfq", "final"),
     output:
-        directory(f"{LQ}/models/{{method}}-{{objective}}-{{qcfg}}"),
+        directory(f"{LFQ_DIR}/models/{{method}}-{{objective}}-{{qcfg}}"),
     log:
-        f"{LQ}/logs/final/{{method}}-{{objective}}-{{qcfg}}.log",
+        f"{LFQ_DIR}/logs/final/{{method}}-{{objective}}-{{qcfg}}.log",
     benchmark:
-        f"{LQ}/benchmarks/lfq_final__{{method}}-{{objective}}-{{qcfg}}.tsv"
+        f"{LFQ_DIR}/benchmarks/lfq_final__{{method}}-{{objective}}-{{qcfg}}.tsv"
+    wildcard_constraints:
+        method="rtn|gptq|omni",
+        objective="headmse|lfq",
+        qcfg=r"w\d+g\d+",
     params:
         runtime=runtime_of(lfq_final_job),
-        cfg=lambda wc: as_json(lq_quant_cfg(wc.scale, wc.qcfg)),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(lfq_quant_cfg(wc.scale, wc.qcfg)),
     resources:
         **sized(lfq_final_job),
     shell:
@@ -137,22 +118,21 @@ rule lfq_final:
 rule lfq_evaluate:
     """PPL, KL to the FP logits, top-1 agreement, greedy EM by length (+ lm-eval) of one setting."""
     input:
-        fp=f"{LQ}/models/fp",
-        models=lambda wc: lq_models(wc.scale, wc.qcfg),
-        data=f"{LQ}/data",
+        fp=f"{LFQ_DIR}/models/fp",
+        models=lambda wc: lfq_models(wc.scale, wc.qcfg),
+        data=f"{LFQ_DIR}/data",
         code=code("lfq", "evaluate"),
     output:
-        f"{LQ}/eval/{{qcfg}}.json",
+        f"{LFQ_DIR}/eval/{{qcfg}}.json",
     log:
-        f"{LQ}/logs/evaluate/{{qcfg}}.log",
+        f"{LFQ_DIR}/logs/evaluate/{{qcfg}}.log",
     benchmark:
-        f"{LQ}/benchmarks/lfq_evaluate__{{qcfg}}.tsv"
+        f"{LFQ_DIR}/benchmarks/lfq_evaluate__{{qcfg}}.tsv"
+    wildcard_constraints:
+        qcfg=r"w\d+g\d+",
     params:
         runtime=runtime_of(lfq_evaluate_job),
-        cfg=lambda wc: as_json(lq(wc.scale, "eval")),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(hp(wc.scale, "lfq", "eval")),
     resources:
         **sized(lfq_evaluate_job),
     shell:
@@ -163,29 +143,23 @@ rule lfq_evaluate:
 rule lfq_report:
     """Table, claim metrics (summary.json) and the EM-vs-length / KL figure."""
     input:
-        evals=lambda wc: [f"{RESULTS}/{wc.scale}/lfq/eval/{s}.json" for s in lq_settings(wc.scale)],
+        evals=lambda wc: [f"{RESULTS}/{wc.scale}/lfq/eval/{s}.json" for s in lfq_settings(wc.scale)],
         code=code("lfq", "report"),
     output:
-        table=f"{LQ}/table.csv",
-        summary=f"{LQ}/summary.json",
+        table=f"{LFQ_DIR}/table.csv",
+        summary=f"{LFQ_DIR}/summary.json",
         figure=report(
-            f"{LQ}/figures/em_vs_length.png",
-            caption="../report/lfq.rst",
+            f"{LFQ_DIR}/figures/em_vs_length.png",
+            caption="../../methods/lfq/report.rst",
             category="lfq",
             labels={"scale": "{scale}", "figure": "EM vs output length and KL to FP"},
         ),
     log:
-        f"{LQ}/logs/report.log",
+        f"{LFQ_DIR}/logs/report.log",
     benchmark:
-        f"{LQ}/benchmarks/lfq_report.tsv"
+        f"{LFQ_DIR}/benchmarks/lfq_report.tsv"
     params:
-        cfg=lambda wc: as_json(lq(wc.scale, "analysis")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "lfq", "analysis")),
     shell:
         "python -m methods.lfq report --config {params.cfg:q} --evals {input.evals} --table {output.table} "
         "--summary {output.summary} --figure {output.figure} > {log} 2>&1"

@@ -2,7 +2,8 @@
 # embedding cache, the stores (flat RAG, Mem0-like fact store, Memora with and without cue
 # anchors), retrieval with the semantic and the anchor-walking policy, the Theorem D.1 check,
 # metrics, figure and claims (methods/memora/).
-MM = f"{RESULTS}/{{scale}}/memora"
+include: "helpers/memora.smk"  # its config helpers
+MEMORA_DIR = f"{RESULTS}/{{scale}}/memora"
 
 
 rule memora_data:
@@ -10,21 +11,15 @@ rule memora_data:
     input:
         code=code("memora", "data"),
     output:
-        convs=f"{MM}/data/convs.json",
-        qa=f"{MM}/data/qa.json",
+        convs=f"{MEMORA_DIR}/data/convs.json",
+        qa=f"{MEMORA_DIR}/data/qa.json",
     log:
-        f"{MM}/logs/data.log",
+        f"{MEMORA_DIR}/logs/data.log",
     benchmark:
-        f"{MM}/benchmarks/memora_data.tsv"
+        f"{MEMORA_DIR}/benchmarks/memora_data.tsv"
     params:
-        cfg=lambda wc: as_json(mem(wc.scale)),
+        cfg=lambda wc: as_json(hp(wc.scale, "memora")),
         out=lambda wc, output: os.path.dirname(output.convs),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
     shell:
         "python -m methods.memora data --config {params.cfg:q} --out {params.out} > {log} 2>&1"
 
@@ -32,24 +27,18 @@ rule memora_data:
 rule memora_embed:
     """MiniLM embeddings of every text known up front (one encoder load for the whole DAG)."""
     input:
-        convs=f"{MM}/data/convs.json",
-        qa=f"{MM}/data/qa.json",
+        convs=f"{MEMORA_DIR}/data/convs.json",
+        qa=f"{MEMORA_DIR}/data/qa.json",
         code=code("memora", "embed"),
     output:
-        f"{MM}/emb.npz",
+        f"{MEMORA_DIR}/emb.npz",
     log:
-        f"{MM}/logs/embed.log",
+        f"{MEMORA_DIR}/logs/embed.log",
     benchmark:
-        f"{MM}/benchmarks/memora_embed.tsv"
+        f"{MEMORA_DIR}/benchmarks/memora_embed.tsv"
     params:
-        cfg=lambda wc: as_json(mem(wc.scale)),
+        cfg=lambda wc: as_json(hp(wc.scale, "memora")),
         data=lambda wc, input: os.path.dirname(input.qa),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
     shell:
         "python -m methods.memora embed --config {params.cfg:q} --data {params.data} --out {output} > {log} 2>&1"
 
@@ -57,26 +46,20 @@ rule memora_embed:
 rule memora_build:
     """One store per conversation: extraction, consolidation, cue anchors (or RAG chunks)."""
     input:
-        convs=f"{MM}/data/convs.json",
-        emb=f"{MM}/emb.npz",
+        convs=f"{MEMORA_DIR}/data/convs.json",
+        emb=f"{MEMORA_DIR}/emb.npz",
         code=code("memora", "build"),
     output:
-        f"{MM}/stores/{{mstore}}.json",
+        f"{MEMORA_DIR}/stores/{{mstore}}.json",
     log:
-        f"{MM}/logs/build_{{mstore}}.log",
+        f"{MEMORA_DIR}/logs/build_{{mstore}}.log",
     benchmark:
-        f"{MM}/benchmarks/memora_build__{{mstore}}.tsv"
+        f"{MEMORA_DIR}/benchmarks/memora_build__{{mstore}}.tsv"
     wildcard_constraints:
         mstore="rag|factstore|memora|memora_noanchor",
     params:
-        cfg=lambda wc: as_json(mem(wc.scale)),
+        cfg=lambda wc: as_json(hp(wc.scale, "memora")),
         data=lambda wc, input: os.path.dirname(input.convs),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
     shell:
         "python -m methods.memora build --config {params.cfg:q} --store {wildcards.mstore} "
         "--data {params.data} --emb {input.emb} --out {output} > {log} 2>&1"
@@ -85,28 +68,22 @@ rule memora_build:
 rule memora_retrieve:
     """Retrieval for every question with one store and one policy, with per-question metrics."""
     input:
-        qa=f"{MM}/data/qa.json",
-        emb=f"{MM}/emb.npz",
-        built=f"{MM}/stores/{{mstore}}.json",
+        qa=f"{MEMORA_DIR}/data/qa.json",
+        emb=f"{MEMORA_DIR}/emb.npz",
+        built=f"{MEMORA_DIR}/stores/{{mstore}}.json",
         code=code("memora", "retrieve"),
     output:
-        f"{MM}/ret/{{mstore}}/{{mpolicy}}.jsonl",
+        f"{MEMORA_DIR}/ret/{{mstore}}/{{mpolicy}}.jsonl",
     log:
-        f"{MM}/logs/retrieve_{{mstore}}_{{mpolicy}}.log",
+        f"{MEMORA_DIR}/logs/retrieve_{{mstore}}_{{mpolicy}}.log",
     benchmark:
-        f"{MM}/benchmarks/memora_retrieve__{{mstore}}_{{mpolicy}}.tsv"
+        f"{MEMORA_DIR}/benchmarks/memora_retrieve__{{mstore}}_{{mpolicy}}.tsv"
     wildcard_constraints:
         mstore="rag|factstore|memora|memora_noanchor",
         mpolicy="semantic|policy",
     params:
-        cfg=lambda wc: as_json(mem(wc.scale)),
+        cfg=lambda wc: as_json(hp(wc.scale, "memora")),
         data=lambda wc, input: os.path.dirname(input.qa),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
     shell:
         "python -m methods.memora retrieve --config {params.cfg:q} --store {wildcards.mstore} "
         "--policy {wildcards.mpolicy} --data {params.data} --emb {input.emb} --built {input.built} "
@@ -116,24 +93,18 @@ rule memora_retrieve:
 rule memora_theory:
     """Theorem D.1 instance: Memora reduced to flat RAG returns RAG's ids, order and scores."""
     input:
-        qa=f"{MM}/data/qa.json",
-        emb=f"{MM}/emb.npz",
+        qa=f"{MEMORA_DIR}/data/qa.json",
+        emb=f"{MEMORA_DIR}/emb.npz",
         code=code("memora", "theory"),
     output:
-        f"{MM}/special_cases.json",
+        f"{MEMORA_DIR}/special_cases.json",
     log:
-        f"{MM}/logs/theory.log",
+        f"{MEMORA_DIR}/logs/theory.log",
     benchmark:
-        f"{MM}/benchmarks/memora_theory.tsv"
+        f"{MEMORA_DIR}/benchmarks/memora_theory.tsv"
     params:
-        cfg=lambda wc: as_json(mem(wc.scale)),
+        cfg=lambda wc: as_json(hp(wc.scale, "memora")),
         data=lambda wc, input: os.path.dirname(input.qa),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
     shell:
         "python -m methods.memora theory --config {params.cfg:q} --data {params.data} --emb {input.emb} "
         "--out {output} > {log} 2>&1"
@@ -142,32 +113,26 @@ rule memora_theory:
 rule memora_aggregate:
     """Metrics per store, policy and category; claim metrics (summary.json); the figure."""
     input:
-        runs=lambda wc: mem_runs(wc.scale),
-        builds=lambda wc: mem_builds(wc.scale),
-        theory=f"{MM}/special_cases.json",
+        runs=lambda wc: memora_runs(wc.scale),
+        builds=lambda wc: memora_builds(wc.scale),
+        theory=f"{MEMORA_DIR}/special_cases.json",
         code=code("memora", "aggregate"),
     output:
-        table=f"{MM}/metrics.csv",
-        summary=f"{MM}/summary.json",
+        table=f"{MEMORA_DIR}/metrics.csv",
+        summary=f"{MEMORA_DIR}/summary.json",
         figure=report(
-            f"{MM}/figures/retrieval.png",
-            caption="../report/memora.rst",
+            f"{MEMORA_DIR}/figures/retrieval.png",
+            caption="../../methods/memora/report.rst",
             category="memora",
             labels={"scale": "{scale}", "figure": "evidence recall and context size"},
         ),
-        caption=f"{MM}/figures/retrieval.caption.txt",
+        caption=f"{MEMORA_DIR}/figures/retrieval.caption.txt",
     log:
-        f"{MM}/logs/aggregate.log",
+        f"{MEMORA_DIR}/logs/aggregate.log",
     benchmark:
-        f"{MM}/benchmarks/memora_aggregate.tsv"
+        f"{MEMORA_DIR}/benchmarks/memora_aggregate.tsv"
     params:
-        cfg=lambda wc: as_json(mem(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "memora")),
     shell:
         "python -m methods.memora aggregate --config {params.cfg:q} "
         "--runs {input.runs} --builds {input.builds} --theory {input.theory} --table {output.table} "

@@ -2,11 +2,8 @@
 # trained under several mixture weightings (3 checkpoints each) and a vision-dominant omni model,
 # decisions under calibrated modality masking, decision-level BATCH PID, the vision-masking
 # intervention, PID-guided reweighting, table, figures and claims C1–C4 (methods/pid/).
-PD = f"{RESULTS}/{{scale}}/pid"
-
-
-wildcard_constraints:
-    pid_mix="[a-z_]+",
+include: "helpers/pid.smk"  # its config helpers and GPU job sizers
+PID_DIR = f"{RESULTS}/{{scale}}/pid"
 
 
 rule pid_data:
@@ -14,19 +11,13 @@ rule pid_data:
     input:
         code=code("pid", "data"),
     output:
-        f"{PD}/data.npz",
+        f"{PID_DIR}/data.npz",
     log:
-        f"{PD}/logs/data.log",
+        f"{PID_DIR}/logs/data.log",
     benchmark:
-        f"{PD}/benchmarks/pid_data.tsv"
+        f"{PID_DIR}/benchmarks/pid_data.tsv"
     params:
         cfg=lambda wc: as_json(pid_data_cfg(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
     shell:
         "python -m methods.pid data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
@@ -34,20 +25,19 @@ rule pid_data:
 rule pid_train:
     """One fusion model under one mixture weighting (or the omni model), saving every checkpoint."""
     input:
-        data=f"{PD}/data.npz",
+        data=f"{PID_DIR}/data.npz",
         code=code("pid", "train"),
     output:
-        f"{PD}/models/{{pid_mix}}.pt",
+        f"{PID_DIR}/models/{{pid_mix}}.pt",
     log:
-        f"{PD}/logs/train/{{pid_mix}}.log",
+        f"{PID_DIR}/logs/train/{{pid_mix}}.log",
     benchmark:
-        f"{PD}/benchmarks/pid_train__{{pid_mix}}.tsv"
+        f"{PID_DIR}/benchmarks/pid_train__{{pid_mix}}.tsv"
+    wildcard_constraints:
+        pid_mix="[a-z_]+",
     params:
         runtime=runtime_of(pid_train_job),
-        cfg=lambda wc: as_json(pid(wc.scale, "train")),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(hp(wc.scale, "pid", "train")),
     resources:
         **sized(pid_train_job),
     shell:
@@ -58,22 +48,19 @@ rule pid_train:
 rule pid_decide:
     """Decisions p(y|v,t), p(y|v), p(y|t) by calibrated masking; accuracy with vision masked."""
     input:
-        data=f"{PD}/data.npz",
+        data=f"{PID_DIR}/data.npz",
         models=lambda wc: pid_models(wc.scale),
         code=code("pid", "decide"),
     output:
-        decisions=f"{PD}/decisions.npz",
-        interventions=f"{PD}/interventions.json",
+        decisions=f"{PID_DIR}/decisions.npz",
+        interventions=f"{PID_DIR}/interventions.json",
     log:
-        f"{PD}/logs/decide.log",
+        f"{PID_DIR}/logs/decide.log",
     benchmark:
-        f"{PD}/benchmarks/pid_decide.tsv"
+        f"{PID_DIR}/benchmarks/pid_decide.tsv"
     params:
         runtime=runtime_of(pid_decide_job),
-        cfg=lambda wc: as_json(pid(wc.scale, "train")),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(hp(wc.scale, "pid", "train")),
     resources:
         **sized(pid_decide_job),
     shell:
@@ -84,24 +71,18 @@ rule pid_decide:
 rule pid_pid:
     """BATCH PID of every configuration's decisions (Sensory PID for the omni model)."""
     input:
-        data=f"{PD}/data.npz",
-        decisions=f"{PD}/decisions.npz",
+        data=f"{PID_DIR}/data.npz",
+        decisions=f"{PID_DIR}/decisions.npz",
         code=code("pid", "pid"),
     output:
-        f"{PD}/pid.json",
+        f"{PID_DIR}/pid.json",
     log:
-        f"{PD}/logs/pid.log",
+        f"{PID_DIR}/logs/pid.log",
     benchmark:
-        f"{PD}/benchmarks/pid_pid.tsv"
+        f"{PID_DIR}/benchmarks/pid_pid.tsv"
     params:
         runtime=cpu_runtime,
-        cfg=lambda wc: as_json(pid(wc.scale, "pid")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "pid", "pid")),
     shell:
         "python -m methods.pid pid --config {params.cfg:q} --data {input.data} --decisions {input.decisions} "
         "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
@@ -110,21 +91,18 @@ rule pid_pid:
 rule pid_reweight:
     """PID-guided reweighted fine-tuning of the last layers vs uniform and random weights."""
     input:
-        data=f"{PD}/data.npz",
+        data=f"{PID_DIR}/data.npz",
         models=lambda wc: pid_models(wc.scale),
         code=code("pid", "reweight"),
     output:
-        f"{PD}/reweight.json",
+        f"{PID_DIR}/reweight.json",
     log:
-        f"{PD}/logs/reweight.log",
+        f"{PID_DIR}/logs/reweight.log",
     benchmark:
-        f"{PD}/benchmarks/pid_reweight.tsv"
+        f"{PID_DIR}/benchmarks/pid_reweight.tsv"
     params:
         runtime=runtime_of(pid_reweight_job),
         cfg=lambda wc: as_json(pid_reweight_cfg(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
     resources:
         **sized(pid_reweight_job),
     shell:
@@ -135,37 +113,31 @@ rule pid_reweight:
 rule pid_aggregate:
     """Claim metrics (summary.json), table, PID profiles and synergy-vs-sensitivity figures."""
     input:
-        pid=f"{PD}/pid.json",
-        interventions=f"{PD}/interventions.json",
-        reweight=f"{PD}/reweight.json",
+        pid=f"{PID_DIR}/pid.json",
+        interventions=f"{PID_DIR}/interventions.json",
+        reweight=f"{PID_DIR}/reweight.json",
         code=code("pid", "aggregate"),
     output:
-        summary=f"{PD}/summary.json",
-        table=f"{PD}/table.md",
+        summary=f"{PID_DIR}/summary.json",
+        table=f"{PID_DIR}/table.md",
         profiles=report(
-            f"{PD}/figures/pid_profiles.png",
-            caption="../report/pid.rst",
+            f"{PID_DIR}/figures/pid_profiles.png",
+            caption="../../methods/pid/report.rst",
             category="pid",
             labels={"scale": "{scale}", "figure": "PID profile per task family"},
         ),
         synergy=report(
-            f"{PD}/figures/synergy_vs_delta.png",
-            caption="../report/pid.rst",
+            f"{PID_DIR}/figures/synergy_vs_delta.png",
+            caption="../../methods/pid/report.rst",
             category="pid",
             labels={"scale": "{scale}", "figure": "synergy vs vision-masking sensitivity"},
         ),
     log:
-        f"{PD}/logs/aggregate.log",
+        f"{PID_DIR}/logs/aggregate.log",
     benchmark:
-        f"{PD}/benchmarks/pid_aggregate.tsv"
+        f"{PID_DIR}/benchmarks/pid_aggregate.tsv"
     params:
-        cfg=lambda wc: as_json(pid(wc.scale, "analysis")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "pid", "analysis")),
     shell:
         "python -m methods.pid aggregate --config {params.cfg:q} --pid {input.pid} "
         "--interventions {input.interventions} --reweight {input.reweight} --summary {output.summary} "

@@ -2,12 +2,8 @@
 # scenario factorial (name binding × event trigger × boundary × 4 payload types), 10-turn probes
 # across sessions / tools / agents, 4-agent pipelines, two defences, judge, Wilson CIs, claims.
 # Tiny scale: the agent is SimAgent, a simulator with planted rates (methods/pse/sim.py).
-PSE = f"{RESULTS}/{{scale}}/pse"
-
-
-wildcard_constraints:
-    pse_agent=r"[A-Za-z0-9_.\-]+",
-    pse_defence="none|selfverify|keyword",
+include: "helpers/pse.smk"  # its config helpers
+PSE_DIR = f"{RESULTS}/{{scale}}/pse"
 
 
 rule pse_scenarios:
@@ -15,19 +11,13 @@ rule pse_scenarios:
     input:
         code=code("pse", "scenarios"),
     output:
-        f"{PSE}/scenarios.jsonl",
+        f"{PSE_DIR}/scenarios.jsonl",
     log:
-        f"{PSE}/logs/scenarios.log",
+        f"{PSE_DIR}/logs/scenarios.log",
     benchmark:
-        f"{PSE}/benchmarks/pse_scenarios.tsv"
+        f"{PSE_DIR}/benchmarks/pse_scenarios.tsv"
     params:
-        cfg=lambda wc: as_json(pse(wc.scale, "scenarios")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "pse", "scenarios")),
     shell:
         "python -m methods.pse scenarios --config {params.cfg:q} --out {output} > {log} 2>&1"
 
@@ -35,22 +25,18 @@ rule pse_scenarios:
 rule pse_run:
     """Factorial + persistence trials of one agent (tool injection, boundary, 10 probe turns)."""
     input:
-        scenarios=f"{PSE}/scenarios.jsonl",
+        scenarios=f"{PSE_DIR}/scenarios.jsonl",
         code=code("pse", "run"),
     output:
-        f"{PSE}/transcripts/runs/{{pse_agent}}.jsonl",
+        f"{PSE_DIR}/transcripts/runs/{{pse_agent}}.jsonl",
     log:
-        f"{PSE}/logs/run/{{pse_agent}}.log",
+        f"{PSE_DIR}/logs/run/{{pse_agent}}.log",
     benchmark:
-        f"{PSE}/benchmarks/pse_run__{{pse_agent}}.tsv"
+        f"{PSE_DIR}/benchmarks/pse_run__{{pse_agent}}.tsv"
+    wildcard_constraints:
+        pse_agent=r"[A-Za-z0-9_.\-]+",
     params:
         cfg=lambda wc: as_json(pse_agent_cfg(wc.scale, wc.pse_agent)),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
     shell:
         "python -m methods.pse run --config {params.cfg:q} --scenarios {input.scenarios} "
         "--out {output} > {log} 2>&1"
@@ -59,22 +45,16 @@ rule pse_run:
 rule pse_pipeline:
     """S-stage multi-agent pipelines (planner → researcher → writer → reviewer) of the primary agent."""
     input:
-        scenarios=f"{PSE}/scenarios.jsonl",
+        scenarios=f"{PSE_DIR}/scenarios.jsonl",
         code=code("pse", "pipeline"),
     output:
-        f"{PSE}/transcripts/pipeline.jsonl",
+        f"{PSE_DIR}/transcripts/pipeline.jsonl",
     log:
-        f"{PSE}/logs/pipeline.log",
+        f"{PSE_DIR}/logs/pipeline.log",
     benchmark:
-        f"{PSE}/benchmarks/pse_pipeline.tsv"
+        f"{PSE_DIR}/benchmarks/pse_pipeline.tsv"
     params:
         cfg=lambda wc: as_json(pse_primary_cfg(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
     shell:
         "python -m methods.pse pipeline --config {params.cfg:q} --scenarios {input.scenarios} "
         "--out {output} > {log} 2>&1"
@@ -83,22 +63,18 @@ rule pse_pipeline:
 rule pse_defend:
     """Defence panel and clean controls under one defence (none / D1 self-verify / D2 keyword)."""
     input:
-        scenarios=f"{PSE}/scenarios.jsonl",
+        scenarios=f"{PSE_DIR}/scenarios.jsonl",
         code=code("pse", "defend"),
     output:
-        f"{PSE}/transcripts/def_{{pse_defence}}.jsonl",
+        f"{PSE_DIR}/transcripts/def_{{pse_defence}}.jsonl",
     log:
-        f"{PSE}/logs/defend/{{pse_defence}}.log",
+        f"{PSE_DIR}/logs/defend/{{pse_defence}}.log",
     benchmark:
-        f"{PSE}/benchmarks/pse_defend__{{pse_defence}}.tsv"
+        f"{PSE_DIR}/benchmarks/pse_defend__{{pse_defence}}.tsv"
+    wildcard_constraints:
+        pse_defence="none|selfverify|keyword",
     params:
         cfg=lambda wc: as_json(pse_primary_cfg(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
     shell:
         "python -m methods.pse defend --config {params.cfg:q} --defence {wildcards.pse_defence} "
         "--scenarios {input.scenarios} --out {output} > {log} 2>&1"
@@ -108,33 +84,27 @@ rule pse_metrics:
     """Judge (string match / LLM), rates with Wilson CIs, persistence fit, compounding vs closed
     form, defence effects, summary.json, tables and the figure."""
     input:
-        scenarios=f"{PSE}/scenarios.jsonl",
+        scenarios=f"{PSE_DIR}/scenarios.jsonl",
         runs=lambda wc: pse_runs(wc.scale),
-        pipeline=f"{PSE}/transcripts/pipeline.jsonl",
+        pipeline=f"{PSE_DIR}/transcripts/pipeline.jsonl",
         defences=lambda wc: pse_defences(wc.scale),
         code=code("pse", "metrics"),
     output:
-        summary=f"{PSE}/summary.json",
-        tables=directory(f"{PSE}/tables"),
+        summary=f"{PSE_DIR}/summary.json",
+        tables=directory(f"{PSE_DIR}/tables"),
         figure=report(
-            f"{PSE}/figures/contamination.png",
-            caption="../report/pse.rst",
+            f"{PSE_DIR}/figures/contamination.png",
+            caption="../../methods/pse/report.rst",
             category="pse",
             labels={"scale": "{scale}", "figure": "contamination rates, persistence, compounding, defences"},
         ),
-        caption=f"{PSE}/figures/contamination.caption.txt",
+        caption=f"{PSE_DIR}/figures/contamination.caption.txt",
     log:
-        f"{PSE}/logs/metrics.log",
+        f"{PSE_DIR}/logs/metrics.log",
     benchmark:
-        f"{PSE}/benchmarks/pse_metrics.tsv"
+        f"{PSE_DIR}/benchmarks/pse_metrics.tsv"
     params:
         cfg=lambda wc: as_json(pse_metrics_cfg(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
     shell:
         "python -m methods.pse metrics --config {params.cfg:q} --scenarios {input.scenarios} "
         "--runs {input.runs} --pipeline {input.pipeline} --defences {input.defences} "

@@ -2,7 +2,8 @@
 # (paper scale: the hub model), captured decode-time q/K/V, RaBitQ estimator statistics,
 # generation through the sparse attention for every selector, lm-eval tasks with it (paper
 # scale), table/figure and claims (methods/rabitqcache/, kernels/rabitq.py).
-RQ = f"{RESULTS}/{{scale}}/rabitqcache"
+include: "helpers/rabitqcache.smk"  # its config helpers and GPU job sizers
+RABITQCACHE_DIR = f"{RESULTS}/{{scale}}/rabitqcache"
 
 
 rule rabitqcache_data:
@@ -10,19 +11,13 @@ rule rabitqcache_data:
     input:
         code=code("rabitqcache", "data"),
     output:
-        directory(f"{RQ}/data"),
+        directory(f"{RABITQCACHE_DIR}/data"),
     log:
-        f"{RQ}/logs/data.log",
+        f"{RABITQCACHE_DIR}/logs/data.log",
     benchmark:
-        f"{RQ}/benchmarks/rabitqcache_data.tsv"
+        f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_data.tsv"
     params:
-        cfg=lambda wc: as_json(rq(wc.scale, "data")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "rabitqcache", "data")),
     shell:
         "python -m methods.rabitqcache data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
@@ -30,20 +25,18 @@ rule rabitqcache_data:
 rule rabitqcache_train:
     """The tiny retrieval Llama (2 heads × 64); paper scale: the hub model, copied."""
     input:
-        data=f"{RQ}/data",
+        data=f"{RABITQCACHE_DIR}/data",
         code=code("rabitqcache", "train"),
     output:
-        directory(f"{RQ}/models/base"),
+        directory(f"{RABITQCACHE_DIR}/models/base"),
     log:
-        f"{RQ}/logs/train.log",
+        f"{RABITQCACHE_DIR}/logs/train.log",
     benchmark:
-        f"{RQ}/benchmarks/rabitqcache_train.tsv"
+        f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_train.tsv"
     params:
         runtime=runtime_of(rabitqcache_train_job),
-        cfg=lambda wc: as_json(rq(wc.scale, "base")),
+        cfg=lambda wc: as_json(hp(wc.scale, "rabitqcache", "base")),
     threads: 2
-    conda:
-        conda_env
     resources:
         **sized(rabitqcache_train_job),
     shell:
@@ -54,21 +47,18 @@ rule rabitqcache_train:
 rule rabitqcache_capture:
     """Decode-time post-RoPE q/K/V, dense probabilities and prefill centroids per layer."""
     input:
-        model=f"{RQ}/models/base",
-        data=f"{RQ}/data",
+        model=f"{RABITQCACHE_DIR}/models/base",
+        data=f"{RABITQCACHE_DIR}/data",
         code=code("rabitqcache", "capture"),
     output:
-        f"{RQ}/capture.npz",
+        f"{RABITQCACHE_DIR}/capture.npz",
     log:
-        f"{RQ}/logs/capture.log",
+        f"{RABITQCACHE_DIR}/logs/capture.log",
     benchmark:
-        f"{RQ}/benchmarks/rabitqcache_capture.tsv"
+        f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_capture.tsv"
     params:
         runtime=runtime_of(rabitqcache_capture_job),
-        cfg=lambda wc: as_json({**rq(wc.scale, "capture"), "method": rq(wc.scale, "method")}),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(rabitqcache_with_method(wc.scale, "capture")),
     resources:
         **sized(rabitqcache_capture_job),
     shell:
@@ -79,23 +69,17 @@ rule rabitqcache_capture:
 rule rabitqcache_estimator:
     """Bias over random rotations, RMSE (centred vs not, FP vs INT4 query), bound coverage."""
     input:
-        capture=f"{RQ}/capture.npz",
+        capture=f"{RABITQCACHE_DIR}/capture.npz",
         code=code("rabitqcache", "estimator"),
     output:
-        f"{RQ}/estimator.json",
+        f"{RABITQCACHE_DIR}/estimator.json",
     log:
-        f"{RQ}/logs/estimator.log",
+        f"{RABITQCACHE_DIR}/logs/estimator.log",
     benchmark:
-        f"{RQ}/benchmarks/rabitqcache_estimator.tsv"
+        f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_estimator.tsv"
     params:
         runtime=cpu_runtime,
-        cfg=lambda wc: as_json(rq_estimator_cfg(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(rabitqcache_estimator_cfg(wc.scale)),
     shell:
         "python -m methods.rabitqcache estimator --config {params.cfg:q} --capture {input.capture} "
         "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
@@ -105,21 +89,18 @@ rule rabitqcache_sparse:
     """Generation through dense, RaBitQ Top-p at several p, INT4-key Top-p, and oracle top-k,
     Quest, random at RaBitQ's budgets: recall, budget, output error, I/O, passkey EM."""
     input:
-        model=f"{RQ}/models/base",
-        data=f"{RQ}/data",
+        model=f"{RABITQCACHE_DIR}/models/base",
+        data=f"{RABITQCACHE_DIR}/data",
         code=code("rabitqcache", "sparse"),
     output:
-        f"{RQ}/sparse.json",
+        f"{RABITQCACHE_DIR}/sparse.json",
     log:
-        f"{RQ}/logs/sparse.log",
+        f"{RABITQCACHE_DIR}/logs/sparse.log",
     benchmark:
-        f"{RQ}/benchmarks/rabitqcache_sparse.tsv"
+        f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_sparse.tsv"
     params:
         runtime=runtime_of(rabitqcache_sparse_job),
-        cfg=lambda wc: as_json({**rq(wc.scale, "sparse"), "method": rq(wc.scale, "method")}),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(rabitqcache_with_method(wc.scale, "sparse")),
     resources:
         **sized(rabitqcache_sparse_job),
     shell:
@@ -130,20 +111,17 @@ rule rabitqcache_sparse:
 rule rabitqcache_lm_eval:
     """Paper scale: lm-eval tasks (LongBench / RULER) with the sparse attention attached."""
     input:
-        model=f"{RQ}/models/base",
+        model=f"{RABITQCACHE_DIR}/models/base",
         code=code("rabitqcache", "lm_eval"),
     output:
-        f"{RQ}/lm_eval.json",
+        f"{RABITQCACHE_DIR}/lm_eval.json",
     log:
-        f"{RQ}/logs/lm_eval.log",
+        f"{RABITQCACHE_DIR}/logs/lm_eval.log",
     benchmark:
-        f"{RQ}/benchmarks/rabitqcache_lm_eval.tsv"
+        f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_lm_eval.tsv"
     params:
         runtime=runtime_of(rabitqcache_lm_eval_job),
-        cfg=lambda wc: as_json(rq_lm_eval_cfg(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(rabitqcache_lm_eval_cfg(wc.scale)),
     resources:
         **sized(rabitqcache_lm_eval_job),
     shell:
@@ -154,31 +132,25 @@ rule rabitqcache_lm_eval:
 rule rabitqcache_report:
     """Table, claim metrics (summary.json) and the budget-vs-recall / accuracy-vs-p figure."""
     input:
-        estimator=f"{RQ}/estimator.json",
-        sparse=f"{RQ}/sparse.json",
-        lm_eval=lambda wc: rq_lm_eval(wc.scale),
+        estimator=f"{RABITQCACHE_DIR}/estimator.json",
+        sparse=f"{RABITQCACHE_DIR}/sparse.json",
+        lm_eval=lambda wc: rabitqcache_lm_eval_outputs(wc.scale),
         code=code("rabitqcache", "report"),
     output:
-        table=f"{RQ}/table.csv",
-        summary=f"{RQ}/summary.json",
+        table=f"{RABITQCACHE_DIR}/table.csv",
+        summary=f"{RABITQCACHE_DIR}/summary.json",
         figure=report(
-            f"{RQ}/figures/budget_vs_recall.png",
-            caption="../report/rabitqcache.rst",
+            f"{RABITQCACHE_DIR}/figures/budget_vs_recall.png",
+            caption="../../methods/rabitqcache/report.rst",
             category="rabitqcache",
             labels={"scale": "{scale}", "figure": "budget vs recall, accuracy vs p"},
         ),
     log:
-        f"{RQ}/logs/report.log",
+        f"{RABITQCACHE_DIR}/logs/report.log",
     benchmark:
-        f"{RQ}/benchmarks/rabitqcache_report.tsv"
+        f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_report.tsv"
     params:
-        cfg=lambda wc: as_json({"ref_p": rq(wc.scale, "sparse", "ref_p")}),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json({"ref_p": hp(wc.scale, "rabitqcache", "sparse", "ref_p")}),
     shell:
         "python -m methods.rabitqcache report --config {params.cfg:q} --estimator {input.estimator} "
         "--sparse {input.sparse} --lm-eval {input.lm_eval} --table {output.table} "

@@ -1,7 +1,8 @@
 # ReMoE (arXiv 2605.27081): domain-switching corpus → tiny MoE-Llama pre-training → gate-only
 # fine-tunes (ReMoE, CE-only control, w/o trust) → routing traces → EOR, PPL, expert-cache
 # simulation, table, figure and claims 1–5 (methods/remoe/claims.yaml).
-RM = f"{RESULTS}/{{scale}}/remoe"
+include: "helpers/remoe.smk"  # its config helpers and GPU job sizers
+REMOE_DIR = f"{RESULTS}/{{scale}}/remoe"
 
 
 rule remoe_data:
@@ -9,19 +10,13 @@ rule remoe_data:
     input:
         code=code("remoe", "data"),
     output:
-        f"{RM}/data/corpus.npz",
+        f"{REMOE_DIR}/data/corpus.npz",
     log:
-        f"{RM}/logs/data.log",
+        f"{REMOE_DIR}/logs/data.log",
     benchmark:
-        f"{RM}/benchmarks/remoe_data.tsv"
+        f"{REMOE_DIR}/benchmarks/remoe_data.tsv"
     params:
-        cfg=lambda wc: as_json(rm(wc.scale, "data")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "remoe", "data")),
     shell:
         "python -m methods.remoe data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
@@ -29,21 +24,18 @@ rule remoe_data:
 rule remoe_pretrain:
     """Tiny MoE-Llama (core MoE layer + shared expert), CE + Switch balancing loss."""
     input:
-        data=f"{RM}/data/corpus.npz",
+        data=f"{REMOE_DIR}/data/corpus.npz",
         code=code("remoe", "pretrain"),
     output:
-        ckpt=f"{RM}/ckpt/base.pt",
-        log_json=f"{RM}/logs/pretrain.jsonl",
+        ckpt=f"{REMOE_DIR}/ckpt/base.pt",
+        log_json=f"{REMOE_DIR}/logs/pretrain.jsonl",
     log:
-        f"{RM}/logs/pretrain.log",
+        f"{REMOE_DIR}/logs/pretrain.log",
     benchmark:
-        f"{RM}/benchmarks/remoe_pretrain.tsv"
+        f"{REMOE_DIR}/benchmarks/remoe_pretrain.tsv"
     params:
         runtime=runtime_of(remoe_pretrain_job),
-        cfg=lambda wc: as_json(rm(wc.scale, "pretrain")),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(hp(wc.scale, "remoe", "pretrain")),
     resources:
         **sized(remoe_pretrain_job),
     shell:
@@ -54,24 +46,21 @@ rule remoe_pretrain:
 rule remoe_finetune:
     """Gate-only fine-tune of one variant (router weights trainable, everything else frozen)."""
     input:
-        base=f"{RM}/ckpt/base.pt",
-        data=f"{RM}/data/corpus.npz",
+        base=f"{REMOE_DIR}/ckpt/base.pt",
+        data=f"{REMOE_DIR}/data/corpus.npz",
         code=code("remoe", "finetune"),
     output:
-        ckpt=f"{RM}/ckpt/finetuned/{{rm_variant}}.pt",
-        log_json=f"{RM}/logs/finetune_{{rm_variant}}.jsonl",
+        ckpt=f"{REMOE_DIR}/ckpt/finetuned/{{rm_variant}}.pt",
+        log_json=f"{REMOE_DIR}/logs/finetune_{{rm_variant}}.jsonl",
     log:
-        f"{RM}/logs/finetune_{{rm_variant}}.log",
+        f"{REMOE_DIR}/logs/finetune_{{rm_variant}}.log",
     benchmark:
-        f"{RM}/benchmarks/remoe_finetune__{{rm_variant}}.tsv"
+        f"{REMOE_DIR}/benchmarks/remoe_finetune__{{rm_variant}}.tsv"
     wildcard_constraints:
         rm_variant=r"[a-z][a-z0-9_]*",
     params:
         runtime=runtime_of(remoe_finetune_job),
-        cfg=lambda wc: as_json(rm_ft_cfg(wc.scale, wc.rm_variant)),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(remoe_finetune_cfg(wc.scale, wc.rm_variant)),
     resources:
         **sized(remoe_finetune_job),
     shell:
@@ -83,21 +72,18 @@ rule remoe_finetune:
 rule remoe_trace:
     """Per checkpoint: top-K expert sets per layer and token on held-out documents, and PPL."""
     input:
-        ckpts=lambda wc: rm_ckpts(wc.scale),
-        data=f"{RM}/data/corpus.npz",
+        ckpts=lambda wc: remoe_checkpoints(wc.scale),
+        data=f"{REMOE_DIR}/data/corpus.npz",
         code=code("remoe", "trace"),
     output:
-        directory(f"{RM}/traces"),
+        directory(f"{REMOE_DIR}/traces"),
     log:
-        f"{RM}/logs/trace.log",
+        f"{REMOE_DIR}/logs/trace.log",
     benchmark:
-        f"{RM}/benchmarks/remoe_trace.tsv"
+        f"{REMOE_DIR}/benchmarks/remoe_trace.tsv"
     params:
         runtime=runtime_of(remoe_trace_job),
-        cfg=lambda wc: as_json(rm(wc.scale, "trace")),
-    threads: 1
-    conda:
-        conda_env
+        cfg=lambda wc: as_json(hp(wc.scale, "remoe", "trace")),
     resources:
         **sized(remoe_trace_job),
     shell:
@@ -108,29 +94,23 @@ rule remoe_trace:
 rule remoe_analyze:
     """EOR, entropy, load CV, cache simulation (LRU/FIFO/Belady × capacity), Prop. 3.1 check."""
     input:
-        traces=f"{RM}/traces",
+        traces=f"{REMOE_DIR}/traces",
         code=code("remoe", "analyze"),
     output:
-        table=f"{RM}/table.csv",
-        summary=f"{RM}/summary.json",
+        table=f"{REMOE_DIR}/table.csv",
+        summary=f"{REMOE_DIR}/summary.json",
         figure=report(
-            f"{RM}/figures/eor_cache.png",
-            caption="../report/remoe.rst",
+            f"{REMOE_DIR}/figures/eor_cache.png",
+            caption="../../methods/remoe/report.rst",
             category="remoe",
             labels={"scale": "{scale}", "figure": "EOR and expert fetches"},
         ),
     log:
-        f"{RM}/logs/analyze.log",
+        f"{REMOE_DIR}/logs/analyze.log",
     benchmark:
-        f"{RM}/benchmarks/remoe_analyze.tsv"
+        f"{REMOE_DIR}/benchmarks/remoe_analyze.tsv"
     params:
-        cfg=lambda wc: as_json(rm(wc.scale, "analysis")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "remoe", "analysis")),
     shell:
         "python -m methods.remoe analyze --config {params.cfg:q} --traces {input.traces} "
         "--table {output.table} --summary {output.summary} --figure {output.figure} > {log} 2>&1"

@@ -16,9 +16,6 @@ rule report:
     params:
         papers=lambda wc: " ".join(f"{RESULTS}/{wc.scale}/{p}" for p in PAPERS),
         scale=lambda wc: wc.scale,
-    threads: 1
-    conda:
-        conda_env
     resources:
         mem_mb=1000,
         runtime=5,
@@ -41,12 +38,10 @@ rule claims:
         f"{RESULTS}/{{scale}}/{{paper}}/benchmarks/claims.tsv"
     params:
         scale=lambda wc: wc.scale,
-    threads: 1
-    conda:
-        conda_env
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
         "python -m methods.core claims --claims {input.spec} --metrics {input.metrics} "
         "--scale {params.scale} --out {output} > {log} 2>&1"
+

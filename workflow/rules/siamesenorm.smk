@@ -1,85 +1,69 @@
 # SiameseNorm (arXiv 2602.08064): the arithmetic + PCFG corpus, a training sweep over norm
 # scheme × peak learning rate × seed, lm-eval arithmetic exact match, step time measured side
 # by side, table, figure and claims C1–C5 (methods/siamesenorm/).
-SN = f"{RESULTS}/{{scale}}/siamesenorm"
+include: "helpers/siamesenorm.smk"  # its config helpers and GPU job sizers
+SIAMESENORM_DIR = f"{RESULTS}/{{scale}}/siamesenorm"
 
 
-wildcard_constraints:
-    scheme="pre|post|post_pre|hybrid_pre",
-    lr=r"[0-9.]+(e-?[0-9]+)?",
-
-
-rule sn_data:
+rule siamesenorm_data:
     """Corpus (train/val text), held-out arithmetic prompts and the char tokenizer."""
     input:
         code=code("siamesenorm", "data"),
     output:
-        directory(f"{SN}/data"),
+        directory(f"{SIAMESENORM_DIR}/data"),
     log:
-        f"{SN}/logs/data.log",
+        f"{SIAMESENORM_DIR}/logs/data.log",
     benchmark:
-        f"{SN}/benchmarks/sn_data.tsv"
+        f"{SIAMESENORM_DIR}/benchmarks/siamesenorm_data.tsv"
     params:
-        cfg=lambda wc: as_json(sn(wc.scale, "data")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "siamesenorm", "data")),
     shell:
         "python -m methods.siamesenorm data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
 
-rule sn_shards:
+rule siamesenorm_shards:
     """train.txt and val.txt tokenized once into on-disk shards (train/, val/) that every run
     of the sweep reads by (seed, step): no step holds the corpus in memory."""
     input:
-        data=f"{SN}/data",
+        data=f"{SIAMESENORM_DIR}/data",
         code=code("core", "shards"),
     output:
-        directory(f"{SN}/shards"),
+        directory(f"{SIAMESENORM_DIR}/shards"),
     log:
-        f"{SN}/logs/shards.log",
+        f"{SIAMESENORM_DIR}/logs/shards.log",
     benchmark:
-        f"{SN}/benchmarks/sn_shards.tsv"
+        f"{SIAMESENORM_DIR}/benchmarks/siamesenorm_shards.tsv"
     params:
         # the files' newlines separate the documents already; without EOS the shards hold the
         # ids of the whole text, as when it was tokenized in one piece
         eos="no",
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
     shell:
         "python -m methods.core shards --source {input.data}/train.txt --val-source {input.data}/val.txt "
         "--tokenizer {input.data}/tokenizer --eos {params.eos} --out {output} > {log} 2>&1"
 
 
-rule sn_train:
+rule siamesenorm_train:
     """One run of the sweep; resumes from its checkpoint after a crash."""
     input:
-        data=f"{SN}/data",
-        shards=f"{SN}/shards",
+        data=f"{SIAMESENORM_DIR}/data",
+        shards=f"{SIAMESENORM_DIR}/shards",
         code=code("siamesenorm", "train"),
     output:
-        directory(f"{SN}/runs/{{scheme}}_lr{{lr}}_s{{seed}}"),
+        directory(f"{SIAMESENORM_DIR}/runs/{{scheme}}_lr{{lr}}_s{{seed}}"),
     log:
-        f"{SN}/logs/train/{{scheme}}_lr{{lr}}_s{{seed}}.log",
+        f"{SIAMESENORM_DIR}/logs/train/{{scheme}}_lr{{lr}}_s{{seed}}.log",
     benchmark:
-        f"{SN}/benchmarks/sn_train__{{scheme}}_lr{{lr}}_s{{seed}}.tsv"
+        f"{SIAMESENORM_DIR}/benchmarks/siamesenorm_train__{{scheme}}_lr{{lr}}_s{{seed}}.tsv"
+    wildcard_constraints:
+        scheme="pre|post|post_pre|hybrid_pre",
+        lr=r"[0-9.]+(e-?[0-9]+)?",
     params:
-        runtime=runtime_of(sn_train_job),
-        cfg=lambda wc: as_json(sn(wc.scale, "run")),
-        ckpt=f"{SN}/checkpoints/{{scheme}}_lr{{lr}}_s{{seed}}.pt",
+        runtime=runtime_of(siamesenorm_train_job),
+        cfg=lambda wc: as_json(hp(wc.scale, "siamesenorm", "run")),
+        ckpt=f"{SIAMESENORM_DIR}/checkpoints/{{scheme}}_lr{{lr}}_s{{seed}}.pt",
         launch=launcher,  # python, or torchrun over the job's GPUs (common.smk)
-    threads: 1
-    conda:
-        conda_env
     resources:
-        **sized(sn_train_job),
+        **sized(siamesenorm_train_job),
     shell:
         "{params.launch} -m methods.siamesenorm train --config {params.cfg:q} --scheme {wildcards.scheme} "
         "--lr {wildcards.lr} --seed {wildcards.seed} --data {input.data} --shards {input.shards} "
@@ -87,83 +71,71 @@ rule sn_train:
         "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
-rule sn_steptime:
+rule siamesenorm_steptime:
     """Training-step time of every scheme, interleaved in one process (C4)."""
     input:
         code=code("siamesenorm", "steptime"),
     output:
-        f"{SN}/steptime.json",
+        f"{SIAMESENORM_DIR}/steptime.json",
     log:
-        f"{SN}/logs/steptime.log",
+        f"{SIAMESENORM_DIR}/logs/steptime.log",
     benchmark:
-        f"{SN}/benchmarks/sn_steptime.tsv"
+        f"{SIAMESENORM_DIR}/benchmarks/siamesenorm_steptime.tsv"
     params:
-        runtime=runtime_of(sn_steptime_job),
-        cfg=lambda wc: as_json(sn_steptime_cfg(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
+        runtime=runtime_of(siamesenorm_steptime_job),
+        cfg=lambda wc: as_json(siamesenorm_steptime_cfg(wc.scale)),
     resources:
-        **sized(sn_steptime_job),
+        **sized(siamesenorm_steptime_job),
     shell:
         "python -m methods.siamesenorm steptime --config {params.cfg:q} --out {output} "
         "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
-rule sn_evaluate:
+rule siamesenorm_evaluate:
     """Arithmetic exact match of every run through lm-eval (paper scale: lm-eval's tasks)."""
     input:
-        runs=lambda wc: sn_runs(wc.scale),
-        data=f"{SN}/data",
+        runs=lambda wc: siamesenorm_runs(wc.scale),
+        data=f"{SIAMESENORM_DIR}/data",
         code=code("siamesenorm", "evaluate"),
     output:
-        f"{SN}/eval.json",
+        f"{SIAMESENORM_DIR}/eval.json",
     log:
-        f"{SN}/logs/evaluate.log",
+        f"{SIAMESENORM_DIR}/logs/evaluate.log",
     benchmark:
-        f"{SN}/benchmarks/sn_evaluate.tsv"
+        f"{SIAMESENORM_DIR}/benchmarks/siamesenorm_evaluate.tsv"
     params:
-        runtime=runtime_of(sn_evaluate_job),
-        cfg=lambda wc: as_json(sn(wc.scale, "eval")),
-    threads: 1
-    conda:
-        conda_env
+        runtime=runtime_of(siamesenorm_evaluate_job),
+        cfg=lambda wc: as_json(hp(wc.scale, "siamesenorm", "eval")),
     resources:
-        **sized(sn_evaluate_job),
+        **sized(siamesenorm_evaluate_job),
     shell:
         "python -m methods.siamesenorm evaluate --config {params.cfg:q} --runs {input.runs} "
         "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
-rule sn_aggregate:
+rule siamesenorm_aggregate:
     """Table, the claim metrics (summary.json) and the loss-curve figure."""
     input:
-        runs=lambda wc: sn_runs(wc.scale),
-        eval=f"{SN}/eval.json",
-        steptime=f"{SN}/steptime.json",
+        runs=lambda wc: siamesenorm_runs(wc.scale),
+        eval=f"{SIAMESENORM_DIR}/eval.json",
+        steptime=f"{SIAMESENORM_DIR}/steptime.json",
         code=code("siamesenorm", "aggregate"),
     output:
-        table=f"{SN}/table.csv",
-        summary=f"{SN}/summary.json",
+        table=f"{SIAMESENORM_DIR}/table.csv",
+        summary=f"{SIAMESENORM_DIR}/summary.json",
         figure=report(
-            f"{SN}/figures/loss_curves.png",
-            caption="../report/siamesenorm.rst",
+            f"{SIAMESENORM_DIR}/figures/loss_curves.png",
+            caption="../../methods/siamesenorm/report.rst",
             category="siamesenorm",
             labels={"scale": "{scale}", "figure": "loss curves and gradient norms"},
         ),
-        caption=f"{SN}/figures/loss_curves.caption.txt",
+        caption=f"{SIAMESENORM_DIR}/figures/loss_curves.caption.txt",
     log:
-        f"{SN}/logs/aggregate.log",
+        f"{SIAMESENORM_DIR}/logs/aggregate.log",
     benchmark:
-        f"{SN}/benchmarks/sn_aggregate.tsv"
+        f"{SIAMESENORM_DIR}/benchmarks/siamesenorm_aggregate.tsv"
     params:
-        cfg=lambda wc: as_json(sn(wc.scale, "analysis")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "siamesenorm", "analysis")),
     shell:
         "python -m methods.siamesenorm aggregate --config {params.cfg:q} --runs {input.runs} "
         "--eval {input.eval} --steptime {input.steptime} --table {output.table} "

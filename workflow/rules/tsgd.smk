@@ -1,11 +1,8 @@
 # TSGD (ICML 2026, OpenReview zVv11MhFLD): MATH-lite (tiny) or MATH/AIME (paper) -> zero-shot and
 # append-only static RAG -> one TSGD run per variant (budget / verification ablations) -> table,
 # figure and claims (methods/tsgd/). Tiny/smoke use a seeded solver/reflector simulator.
-TS = f"{RESULTS}/{{scale}}/tsgd"
-
-
-wildcard_constraints:
-    tsvariant="[A-Za-z0-9_]+",
+include: "helpers/tsgd.smk"  # its config helpers
+TSGD_DIR = f"{RESULTS}/{{scale}}/tsgd"
 
 
 rule tsgd_data:
@@ -13,19 +10,13 @@ rule tsgd_data:
     input:
         code=code("tsgd", "data"),
     output:
-        directory(f"{TS}/data"),
+        directory(f"{TSGD_DIR}/data"),
     log:
-        f"{TS}/logs/data.log",
+        f"{TSGD_DIR}/logs/data.log",
     benchmark:
-        f"{TS}/benchmarks/tsgd_data.tsv"
+        f"{TSGD_DIR}/benchmarks/tsgd_data.tsv"
     params:
-        cfg=lambda wc: as_json(tsgd_cfg(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "tsgd")),
     shell:
         "python -m methods.tsgd data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
@@ -33,24 +24,18 @@ rule tsgd_data:
 rule tsgd_baselines:
     """Zero-shot and append-only static RAG (test accuracy vs stored experiences)."""
     input:
-        data=f"{TS}/data",
+        data=f"{TSGD_DIR}/data",
         code=code("tsgd", "baselines"),
     output:
-        out=f"{TS}/baselines.json",
-        curve=f"{TS}/rag_curve.csv",
+        out=f"{TSGD_DIR}/baselines.json",
+        curve=f"{TSGD_DIR}/rag_curve.csv",
     log:
-        f"{TS}/logs/baselines.log",
+        f"{TSGD_DIR}/logs/baselines.log",
     benchmark:
-        f"{TS}/benchmarks/tsgd_baselines.tsv"
+        f"{TSGD_DIR}/benchmarks/tsgd_baselines.tsv"
     params:
-        cfg=lambda wc: as_json(tsgd_cfg(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        # no gpu: the solver and reflector are LLM endpoints (config `endpoints`) this job calls
+        cfg=lambda wc: as_json(hp(wc.scale, "tsgd")),
+    # a CPU step (no gpu): the solver and reflector are LLM endpoints (config `endpoints`) it calls
     shell:
         "python -m methods.tsgd baselines --config {params.cfg:q} --data {input.data} "
         "--out {output.out} --curve {output.curve} > {log} 2>&1"
@@ -59,24 +44,20 @@ rule tsgd_baselines:
 rule tsgd_train:
     """One TSGD variant: best-validation library, per-step trace, op log, test accuracy."""
     input:
-        data=f"{TS}/data",
+        data=f"{TSGD_DIR}/data",
         code=code("tsgd", "train"),
     output:
-        out=f"{TS}/libs/{{tsvariant}}.json",
-        trace=f"{TS}/traces/{{tsvariant}}.csv",
+        out=f"{TSGD_DIR}/libs/{{tsvariant}}.json",
+        trace=f"{TSGD_DIR}/traces/{{tsvariant}}.csv",
     log:
-        f"{TS}/logs/train_{{tsvariant}}.log",
+        f"{TSGD_DIR}/logs/train_{{tsvariant}}.log",
     benchmark:
-        f"{TS}/benchmarks/tsgd_train__{{tsvariant}}.tsv"
+        f"{TSGD_DIR}/benchmarks/tsgd_train__{{tsvariant}}.tsv"
+    wildcard_constraints:
+        tsvariant="[A-Za-z0-9_]+",
     params:
-        cfg=lambda wc: as_json(tsgd_cfg(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-        # no gpu: the solver and reflector are LLM endpoints (config `endpoints`) this job calls
+        cfg=lambda wc: as_json(hp(wc.scale, "tsgd")),
+    # a CPU step (no gpu): the solver and reflector are LLM endpoints (config `endpoints`) it calls
     shell:
         "python -m methods.tsgd train --config {params.cfg:q} --variant {wildcards.tsvariant} "
         "--data {input.data} --out {output.out} --trace {output.trace} > {log} 2>&1"
@@ -85,31 +66,25 @@ rule tsgd_train:
 rule tsgd_aggregate:
     """Test table, claim metrics (summary.json) and the accuracy / library-size figure."""
     input:
-        baselines=f"{TS}/baselines.json",
+        baselines=f"{TSGD_DIR}/baselines.json",
         runs=lambda wc: tsgd_outputs(wc.scale, "libs", "json"),
         traces=lambda wc: tsgd_outputs(wc.scale, "traces", "csv"),
         code=code("tsgd", "aggregate"),
     output:
-        table=f"{TS}/test.csv",
-        summary=f"{TS}/summary.json",
+        table=f"{TSGD_DIR}/test.csv",
+        summary=f"{TSGD_DIR}/summary.json",
         figure=report(
-            f"{TS}/figures/tsgd_curves.png",
-            caption="../report/tsgd.rst",
+            f"{TSGD_DIR}/figures/tsgd_curves.png",
+            caption="../../methods/tsgd/report.rst",
             category="tsgd",
             labels={"scale": "{scale}", "figure": "accuracy and library size over steps"},
         ),
     log:
-        f"{TS}/logs/aggregate.log",
+        f"{TSGD_DIR}/logs/aggregate.log",
     benchmark:
-        f"{TS}/benchmarks/tsgd_aggregate.tsv"
+        f"{TSGD_DIR}/benchmarks/tsgd_aggregate.tsv"
     params:
-        cfg=lambda wc: as_json(tsgd_cfg(wc.scale)),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "tsgd")),
     shell:
         "python -m methods.tsgd aggregate --config {params.cfg:q} --baselines {input.baselines} "
         "--runs {input.runs} --traces {input.traces} --table {output.table} "

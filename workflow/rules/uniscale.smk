@@ -1,169 +1,63 @@
-# The shared model pool (methods/model_pool/, outputs under results/{scale}/model_pool/ for other
-# papers too) and UniScale (arXiv 2605.30898): offline replay table over (model x TTS) arms,
-# LinUCB and baselines, regret curves, Pareto frontiers, claims C1-C4 (methods/uniscale/).
-POOL = f"{RESULTS}/{{scale}}/model_pool"
-US = f"{RESULTS}/{{scale}}/uniscale"
+# UniScale (arXiv 2605.30898): offline replay table over (model x TTS) arms of the shared model pool
+# (workflow/rules/model_pool.smk, included before this file), LinUCB and baselines, regret curves,
+# Pareto frontiers, claims C1-C4 (methods/uniscale/).
+include: "helpers/uniscale.smk"  # its GPU job sizer
+UNISCALE_DIR = f"{RESULTS}/{{scale}}/uniscale"
 
 
-rule pool_data:
-    """Task mixture (arith + rev with step scratchpads), held-out queries, char tokenizer."""
-    input:
-        code=code("model_pool", "data"),
-    output:
-        directory(f"{POOL}/data"),
-    log:
-        f"{POOL}/logs/data.log",
-    benchmark:
-        f"{POOL}/benchmarks/pool_data.tsv"
-    params:
-        cfg=lambda wc: as_json(us(wc.scale, "pool")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
-    shell:
-        "python -m methods.model_pool data --config {params.cfg:q} --out {output} > {log} 2>&1"
-
-
-rule pool_train_member:
-    """One pool member (paper scale: a pointer to its hub id)."""
-    input:
-        data=f"{POOL}/data",
-        code=code("model_pool", "train"),
-    output:
-        directory(f"{POOL}/members/{{member}}"),
-    log:
-        f"{POOL}/logs/train_{{member}}.log",
-    benchmark:
-        f"{POOL}/benchmarks/pool_train_member__{{member}}.tsv"
-    params:
-        runtime=runtime_of(pool_train_member_job),
-        cfg=lambda wc: as_json(us(wc.scale, "pool")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        **sized(pool_train_member_job),
-    shell:
-        "python -m methods.model_pool train --config {params.cfg:q} --member {wildcards.member} "
-        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
-
-
-rule pool_train_verifier:
-    """The process verifier (P(Y) at each step mark; exact step labels on corrupted gold scratchpads and
-    on the policy members' own sampled scratchpads)."""
-    input:
-        data=f"{POOL}/data",
-        members=lambda wc: pool_members(wc.scale),
-        code=code("model_pool", "verifier"),
-    output:
-        directory(f"{POOL}/verifier"),
-    log:
-        f"{POOL}/logs/verifier.log",
-    benchmark:
-        f"{POOL}/benchmarks/pool_train_verifier.tsv"
-    params:
-        runtime=runtime_of(pool_train_verifier_job),
-        cfg=lambda wc: as_json(us(wc.scale, "pool")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        **sized(pool_train_verifier_job),
-    shell:
-        "python -m methods.model_pool verifier --config {params.cfg:q} --data {input.data} --out {output} "
-        "--members {input.members} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
-
-
-rule pool_costs:
-    """FLOPs/token (analytic, checked by FlopCounterMode) and measured wall time/token per member."""
-    input:
-        members=lambda wc: pool_members(wc.scale),
-        verifier=f"{POOL}/verifier",
-        code=code("model_pool", "costs"),
-    output:
-        f"{POOL}/pool_costs.json",
-    log:
-        f"{POOL}/logs/costs.log",
-    benchmark:
-        f"{POOL}/benchmarks/pool_costs.tsv"
-    params:
-        runtime=runtime_of(pool_costs_job),
-        cfg=lambda wc: as_json(us(wc.scale, "pool")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        **sized(pool_costs_job),
-    shell:
-        "python -m methods.model_pool costs --config {params.cfg:q} --members {input.members} "
-        "--verifier {input.verifier} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
-
-
-rule us_build_table:
+rule uniscale_build_table:
     """Offline replay table: every (query, model, TTS setting) run once."""
     input:
-        members=lambda wc: pool_members(wc.scale),
-        verifier=f"{POOL}/verifier",
-        costs=f"{POOL}/pool_costs.json",
-        data=f"{POOL}/data",
+        members=lambda wc: model_pool_members(wc.scale),
+        verifier=f"{MODEL_POOL_DIR}/verifier",
+        costs=f"{MODEL_POOL_DIR}/pool_costs.json",
+        data=f"{MODEL_POOL_DIR}/data",
         code=code("uniscale", "table"),
     output:
-        f"{US}/table.parquet",
+        f"{UNISCALE_DIR}/table.parquet",
     log:
-        f"{US}/logs/table.log",
+        f"{UNISCALE_DIR}/logs/table.log",
     benchmark:
-        f"{US}/benchmarks/us_build_table.tsv"
+        f"{UNISCALE_DIR}/benchmarks/uniscale_build_table.tsv"
     params:
-        runtime=runtime_of(us_build_table_job),
-        cfg=lambda wc: as_json(us(wc.scale, "table")),
-    threads: 1
-    conda:
-        conda_env
+        runtime=runtime_of(uniscale_build_table_job),
+        cfg=lambda wc: as_json(hp(wc.scale, "uniscale", "table")),
     resources:
-        **sized(us_build_table_job),
+        **sized(uniscale_build_table_job),
     shell:
         "python -m methods.uniscale table --config {params.cfg:q} --members {input.members} "
         "--verifier {input.verifier} --costs {input.costs} --data {input.data} --out {output} "
         "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
-rule us_analyze:
+rule uniscale_analyze:
     """All bandit runs (policies x weights x seeds + the dynamic run), claim metrics, figures."""
     input:
-        table=f"{US}/table.parquet",
-        data=f"{POOL}/data",
-        costs=f"{POOL}/pool_costs.json",
+        table=f"{UNISCALE_DIR}/table.parquet",
+        data=f"{MODEL_POOL_DIR}/data",
+        costs=f"{MODEL_POOL_DIR}/pool_costs.json",
         code=code("uniscale", "analyze"),
     output:
-        runs=f"{US}/runs.json",
-        summary=f"{US}/summary.json",
+        runs=f"{UNISCALE_DIR}/runs.json",
+        summary=f"{UNISCALE_DIR}/summary.json",
         fig_regret=report(
-            f"{US}/figures/regret.png",
-            caption="../report/uniscale.rst",
+            f"{UNISCALE_DIR}/figures/regret.png",
+            caption="../../methods/uniscale/report.rst",
             category="uniscale",
             labels={"scale": "{scale}", "figure": "regret curves"},
         ),
         fig_pareto=report(
-            f"{US}/figures/pareto.png",
-            caption="../report/uniscale.rst",
+            f"{UNISCALE_DIR}/figures/pareto.png",
+            caption="../../methods/uniscale/report.rst",
             category="uniscale",
             labels={"scale": "{scale}", "figure": "Pareto frontiers"},
         ),
     log:
-        f"{US}/logs/analyze.log",
+        f"{UNISCALE_DIR}/logs/analyze.log",
     benchmark:
-        f"{US}/benchmarks/us_analyze.tsv"
+        f"{UNISCALE_DIR}/benchmarks/uniscale_analyze.tsv"
     params:
-        cfg=lambda wc: as_json(us(wc.scale, "bandit")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "uniscale", "bandit")),
     shell:
         "python -m methods.uniscale analyze --config {params.cfg:q} --table {input.table} --data {input.data} "
         "--costs {input.costs} --runs {output.runs} --summary {output.summary} "

@@ -2,164 +2,136 @@
 # alpha estimator + tabular sharpening -> tiny base LM -> DPO -> sampling with each prompting
 # method through the LLM backend layer -> metrics, SimBackend threshold sweep, figure, claims
 # C1-C5 (methods/verbalized_sampling/).
-VSD = f"{RESULTS}/{{scale}}/verbalized_sampling"
+include: "helpers/verbalized_sampling.smk"  # its config helpers and GPU job sizers
+VERBALIZED_SAMPLING_DIR = f"{RESULTS}/{{scale}}/verbalized_sampling"
 
 
-wildcard_constraints:
-    vsmodel="base|aligned",
-
-
-rule vs_synth:
+rule verbalized_sampling_synth:
     """World (pool, pi_ref, r_true) and preference pairs with the planted alpha."""
     input:
         code=code("verbalized_sampling", "synth"),
     output:
-        directory(f"{VSD}/data"),
+        directory(f"{VERBALIZED_SAMPLING_DIR}/data"),
     log:
-        f"{VSD}/logs/synth.log",
+        f"{VERBALIZED_SAMPLING_DIR}/logs/synth.log",
     benchmark:
-        f"{VSD}/benchmarks/vs_synth.tsv"
+        f"{VERBALIZED_SAMPLING_DIR}/benchmarks/verbalized_sampling_synth.tsv"
     params:
-        cfg=lambda wc: as_json(vs(wc.scale, "world")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "verbalized_sampling", "world")),
     shell:
         "python -m methods.verbalized_sampling synth --config {params.cfg:q} --out {output} > {log} 2>&1"
 
 
-rule vs_theory:
+rule verbalized_sampling_theory:
     """alpha-hat with cluster-robust SE; closed-form and tabular-DPO sharpening slopes."""
     input:
-        data=f"{VSD}/data",
+        data=f"{VERBALIZED_SAMPLING_DIR}/data",
         code=code("verbalized_sampling", "theory"),
     output:
-        f"{VSD}/theory.json",
+        f"{VERBALIZED_SAMPLING_DIR}/theory.json",
     log:
-        f"{VSD}/logs/theory.log",
+        f"{VERBALIZED_SAMPLING_DIR}/logs/theory.log",
     benchmark:
-        f"{VSD}/benchmarks/vs_theory.tsv"
+        f"{VERBALIZED_SAMPLING_DIR}/benchmarks/verbalized_sampling_theory.tsv"
     params:
-        cfg=lambda wc: as_json(vs(wc.scale, "theory")),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "verbalized_sampling", "theory")),
     shell:
         "python -m methods.verbalized_sampling theory --config {params.cfg:q} --data {input.data} "
         "--out {output} > {log} 2>&1"
 
 
-rule vs_pretrain:
+rule verbalized_sampling_pretrain:
     """The tiny base LM on the direct / sequence / VS formats."""
     input:
-        data=f"{VSD}/data",
+        data=f"{VERBALIZED_SAMPLING_DIR}/data",
         code=code("verbalized_sampling", "pretrain"),
     output:
-        directory(f"{VSD}/models/base"),
+        directory(f"{VERBALIZED_SAMPLING_DIR}/models/base"),
     log:
-        f"{VSD}/logs/pretrain.log",
+        f"{VERBALIZED_SAMPLING_DIR}/logs/pretrain.log",
     benchmark:
-        f"{VSD}/benchmarks/vs_pretrain.tsv"
+        f"{VERBALIZED_SAMPLING_DIR}/benchmarks/verbalized_sampling_pretrain.tsv"
     params:
-        runtime=runtime_of(vs_pretrain_job),
-        cfg=lambda wc: as_json(vs(wc.scale, "pretrain")),
-    threads: 1
-    conda:
-        conda_env
+        runtime=runtime_of(verbalized_sampling_pretrain_job),
+        cfg=lambda wc: as_json(hp(wc.scale, "verbalized_sampling", "pretrain")),
     resources:
-        **sized(vs_pretrain_job),
+        **sized(verbalized_sampling_pretrain_job),
     shell:
         "python -m methods.verbalized_sampling pretrain --config {params.cfg:q} --data {input.data} "
         "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
-rule vs_dpo:
+rule verbalized_sampling_dpo:
     """DPO of the base LM on the preference pairs (direct format)."""
     input:
-        data=f"{VSD}/data",
-        base=f"{VSD}/models/base",
+        data=f"{VERBALIZED_SAMPLING_DIR}/data",
+        base=f"{VERBALIZED_SAMPLING_DIR}/models/base",
         code=code("verbalized_sampling", "dpo"),
     output:
-        directory(f"{VSD}/models/aligned"),
+        directory(f"{VERBALIZED_SAMPLING_DIR}/models/aligned"),
     log:
-        f"{VSD}/logs/dpo.log",
+        f"{VERBALIZED_SAMPLING_DIR}/logs/dpo.log",
     benchmark:
-        f"{VSD}/benchmarks/vs_dpo.tsv"
+        f"{VERBALIZED_SAMPLING_DIR}/benchmarks/verbalized_sampling_dpo.tsv"
     params:
-        runtime=runtime_of(vs_dpo_job),
-        cfg=lambda wc: as_json(vs(wc.scale, "dpo")),
-    threads: 1
-    conda:
-        conda_env
+        runtime=runtime_of(verbalized_sampling_dpo_job),
+        cfg=lambda wc: as_json(hp(wc.scale, "verbalized_sampling", "dpo")),
     resources:
-        **sized(vs_dpo_job),
+        **sized(verbalized_sampling_dpo_job),
     shell:
         "python -m methods.verbalized_sampling dpo --config {params.cfg:q} --data {input.data} "
         "--base {input.base} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
-rule vs_sample:
+rule verbalized_sampling_sample:
     """Samples of every prompting method from one model, through the backend layer."""
     input:
-        data=f"{VSD}/data",
-        model=f"{VSD}/models/{{vsmodel}}",
+        data=f"{VERBALIZED_SAMPLING_DIR}/data",
+        model=f"{VERBALIZED_SAMPLING_DIR}/models/{{vsmodel}}",
         code=code("verbalized_sampling", "sample"),
     output:
-        f"{VSD}/samples/{{vsmodel}}.json",
+        f"{VERBALIZED_SAMPLING_DIR}/samples/{{vsmodel}}.json",
     log:
-        f"{VSD}/logs/sample_{{vsmodel}}.log",
+        f"{VERBALIZED_SAMPLING_DIR}/logs/sample_{{vsmodel}}.log",
     benchmark:
-        f"{VSD}/benchmarks/vs_sample__{{vsmodel}}.tsv"
+        f"{VERBALIZED_SAMPLING_DIR}/benchmarks/verbalized_sampling_sample__{{vsmodel}}.tsv"
+    wildcard_constraints:
+        vsmodel="base|aligned",
     params:
-        runtime=runtime_of(vs_sample_job),
-        cfg=lambda wc: as_json(vs_sample_cfg(wc.scale, wc.vsmodel)),
-    threads: 1
-    conda:
-        conda_env
+        runtime=runtime_of(verbalized_sampling_sample_job),
+        cfg=lambda wc: as_json(verbalized_sampling_sample_cfg(wc.scale, wc.vsmodel)),
     resources:
-        **sized(vs_sample_job),
+        **sized(verbalized_sampling_sample_job),
     shell:
         "python -m methods.verbalized_sampling sample --config {params.cfg:q} --data {input.data} "
         "--model {input.model} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
-rule vs_analyze:
+rule verbalized_sampling_analyze:
     """Metrics table, SimBackend threshold sweep (C5), claim metrics and the figure."""
     input:
-        data=f"{VSD}/data",
-        theory=f"{VSD}/theory.json",
-        base=f"{VSD}/samples/base.json",
-        aligned=f"{VSD}/samples/aligned.json",
+        data=f"{VERBALIZED_SAMPLING_DIR}/data",
+        theory=f"{VERBALIZED_SAMPLING_DIR}/theory.json",
+        base=f"{VERBALIZED_SAMPLING_DIR}/samples/base.json",
+        aligned=f"{VERBALIZED_SAMPLING_DIR}/samples/aligned.json",
         code=code("verbalized_sampling", "analyze"),
     output:
-        table=f"{VSD}/metrics.json",
-        summary=f"{VSD}/summary.json",
+        table=f"{VERBALIZED_SAMPLING_DIR}/metrics.json",
+        summary=f"{VERBALIZED_SAMPLING_DIR}/summary.json",
         figure=report(
-            f"{VSD}/figures/vs_diversity.png",
-            caption="../report/verbalized_sampling.rst",
+            f"{VERBALIZED_SAMPLING_DIR}/figures/vs_diversity.png",
+            caption="../../methods/verbalized_sampling/report.rst",
             category="verbalized_sampling",
             labels={"scale": "{scale}", "figure": "sharpening, diversity, coverage"},
         ),
-        caption=f"{VSD}/figures/vs_diversity.caption.txt",
+        caption=f"{VERBALIZED_SAMPLING_DIR}/figures/vs_diversity.caption.txt",
     log:
-        f"{VSD}/logs/analyze.log",
+        f"{VERBALIZED_SAMPLING_DIR}/logs/analyze.log",
     benchmark:
-        f"{VSD}/benchmarks/vs_analyze.tsv"
+        f"{VERBALIZED_SAMPLING_DIR}/benchmarks/verbalized_sampling_analyze.tsv"
     params:
-        cfg=lambda wc: as_json(vs(wc.scale, "analysis")),
-        beta=lambda wc: vs(wc.scale, "dpo", "beta"),
-    threads: 1
-    conda:
-        conda_env
-    resources:
-        mem_mb=res("mem_mb"),
-        runtime=res("runtime"),
+        cfg=lambda wc: as_json(hp(wc.scale, "verbalized_sampling", "analysis")),
+        beta=lambda wc: hp(wc.scale, "verbalized_sampling", "dpo", "beta"),
     shell:
         "python -m methods.verbalized_sampling analyze --config {params.cfg:q} --data {input.data} "
         "--theory {input.theory} --base {input.base} --aligned {input.aligned} --table {output.table} "

@@ -1,0 +1,90 @@
+"""FusionRoute's router: a small LM plus a linear routing head w_t = W h_t, saved beside the HF
+weights, and its SFT phase (next-token loss + routing loss on informative positions)."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from methods.core.results import atomic_path, read_jsonl
+
+from . import data as D
+from .config import Hub, RouterConfig, paper_guard
+from .experts import expert_logits, load_experts
+
+HEAD_FILE = "route_head.safetensors"
+
+
+def router_module(lm, n: int):
+    import torch
+
+    class Router(torch.nn.Module):
+        """The router LM plus its linear routing head w_t = W h_t."""
+
+        def __init__(self):
+            super().__init__()
+            self.lm = lm
+            self.head = torch.nn.Linear(lm.config.hidden_size, n, bias=False)
+            torch.nn.init.normal_(self.head.weight, std=0.02)
+
+        def forward(self, ids, mask=None):
+            out = self.lm(input_ids=ids, attention_mask=mask, output_hidden_states=True, use_cache=False)
+            return out.logits, self.head(out.hidden_states[-1])
+
+    return Router()
+
+
+def save_router(router, tok, out, info: dict) -> None:
+    from safetensors.torch import save_file
+
+    with atomic_path(out, is_dir=True) as tmp:
+        router.lm.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        save_file({"weight": router.head.weight.detach().contiguous()}, str(tmp / HEAD_FILE))
+        (tmp / "router.json").write_text(json.dumps(info, indent=1))
+
+
+def load_router(path):
+    from safetensors.torch import load_file
+
+    from methods.core.models import load_model
+
+    lm, tok = load_model(path)
+    w = load_file(str(Path(path) / HEAD_FILE))["weight"]
+    r = router_module(lm, w.shape[0])
+    r.head.weight.data.copy_(w)
+    return r.eval(), tok
+
+
+def sft_router(cfg: RouterConfig, seed: int, data_dir, expert_dirs, out, hub: Hub) -> dict:
+    from methods.core.data import PromptAnswerBatches
+    from methods.core.models import build_model
+    from methods.core.train import train
+
+    from .fusion import sft_loss
+
+    paper_guard(hub, "sft")
+    tok = D.load_tok(data_dir)
+    experts = load_experts(expert_dirs)
+    items = D.mixture(read_jsonl(Path(data_dir) / "train.jsonl"), D.router_weights(), cfg.n_train, seed)
+    batches = PromptAnswerBatches(D.prompt_answer_pairs(items), tok)
+    router = router_module(build_model(cfg.model, tok, cfg.init_seed), len(experts))
+    parts = []
+
+    def loss_fn(model, batch):
+        E = expert_logits(experts, batch["input_ids"], batch["attention_mask"])
+        r, w = model(batch["input_ids"], batch["attention_mask"])
+        total, lm, rt = sft_loss(r, w, E, batch["labels"], cfg.lambda_route, cfg.informative_only)
+        parts.append((lm.item(), rt.item()))
+        return total
+
+    t0 = time.perf_counter()
+    rows = train(router, lambda s: batches.batch(s, cfg.train.batch_size, seed), cfg.train,
+                 loss_fn=loss_fn, desc="router_sft")
+    k = max(1, len(parts) // 10)
+    info = {"seed": seed, "train_s": time.perf_counter() - t0, "log": rows,
+            "final_lm_loss": sum(p[0] for p in parts[-k:]) / k,
+            "final_route_loss": sum(p[1] for p in parts[-k:]) / k,
+            "n_params": sum(p.numel() for p in router.parameters())}
+    save_router(router, tok, out, info)
+    return info

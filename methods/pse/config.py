@@ -1,0 +1,76 @@
+"""The `pse:` section of config/scales/<scale>.yaml: the contamination protocol of "Persistent
+Semantic Entities in Tool-Augmented LLM Systems" (arXiv 2608.07952; we follow its abstract, the
+protocol details are our inferred design).
+
+Agent and judge specs are open mappings: `{"backend": "sim", <planted rates>}` (the SimAgent
+simulator, checked by the step) or a `methods.core.llm.make_llm` spec. Torch-free: loaded by file
+path at workflow parse time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, get_args
+
+from methods.core.config import Check, PosInt, Prob
+from methods.core.results import InputError
+
+Backend = Literal["sim", "openai", "hf"]
+BACKENDS: tuple[str, ...] = get_args(Backend)
+
+
+@dataclass
+class ScenarioConfig:
+    """pse.scenarios: the 2x2x2 factorial (N name binding, T event trigger, P boundary) x 4
+    payload types, persistence trials, pipelines, the defence panel and clean controls."""
+    seeds: PosInt                        # factorial seeds per cell (planned: 10)
+    persist_seeds: PosInt                # persistence trials per type (N = T = 1, P = 0)
+    pipeline_seeds: PosInt               # pipelines (planned: 20)
+    stages: Annotated[int, Check(minimum=2)]   # pipeline length S (planned: 4)
+    defence_seeds: PosInt                # defence panel trials per type (N = T = 1, P = 0)
+    control_seeds: PosInt                # clean controls per variant (mention / no mention)
+    horizon: PosInt                      # probe turns (the paper: up to turn 10)
+    seed: int
+    max_new_tokens: PosInt               # length limit of every agent turn (ours; not stated in the paper)
+
+
+@dataclass
+class AgentConfig:
+    """pse.agents[i]: one agent of the panel."""
+    name: Annotated[str, Check(pattern=r"^[A-Za-z0-9_.-]+$")]
+    spec: dict[str, Any]                 # {"backend": "sim", <SimParams>} or a make_llm spec
+
+
+@dataclass
+class JudgeConfig:
+    """pse.judge: `string` = the nonce value appears in the answer; `llm` = a binary YES/NO
+    prompt to the first of `specs` (make_llm specs), temperature 0."""
+    kind: Literal["string", "llm"]
+    specs: list[dict[str, Any]]
+
+
+@dataclass
+class AnalysisConfig:
+    conf: Annotated[float, Check(exclusive_minimum=0, exclusive_maximum=1)]   # confidence level of every interval
+    min_cells_in_ci: Prob                # informational: the claim threshold lives in claims.yaml
+
+
+@dataclass
+class Config:
+    """PSE (arXiv 2608.07952)."""
+    scenarios: ScenarioConfig
+    agents: Annotated[list[AgentConfig], Check(min_items=1)]
+    primary: str                         # the agent whose runs the headline metrics read
+    judge: JudgeConfig
+    analysis: AnalysisConfig
+
+    def __post_init__(self):
+        # the specs are open mappings, but each names its backend (an agent's: one of BACKENDS)
+        for i, a in enumerate(self.agents):
+            if "backend" not in a.spec:
+                raise InputError(f"missing config key 'pse.agents[{i}].spec.backend'")
+            if a.spec["backend"] not in BACKENDS:
+                raise InputError(f"config key 'pse.agents[{i}].spec.backend': {a.spec['backend']!r} "
+                                 f"is not one of {list(BACKENDS)}")
+        for i, s in enumerate(self.judge.specs):
+            if "backend" not in s:
+                raise InputError(f"missing config key 'pse.judge.specs[{i}].backend'")
