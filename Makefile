@@ -18,7 +18,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 endif
 
-.PHONY: install reproduce test test-fast paper-standin gpu-check lint dryrun plan slurm-up slurm-down bench envs clean-results
+.PHONY: install reproduce readme-numbers readme-check test test-fast paper-standin gpu-check lint dryrun plan slurm-up slurm-down bench envs clean-results
 
 install: $(STAMP)
 
@@ -31,6 +31,15 @@ $(STAMP): pyproject.toml requirements.lock
 reproduce: install
 	snakemake --cores $(CORES) --config scale=$(SCALE)
 	@echo "report: reports/$(SCALE)/index.html"
+	@if [ "$(SCALE)" = tiny ]; then $(MAKE) --no-print-directory readme-numbers; fi
+
+# the results tables in methods/<paper>/README.md (between <!-- claims:tiny --> markers), from
+# results/$(SCALE)/<paper>/claims.json; readme-check fails when one is out of date
+readme-numbers: install
+	$(PY) -m methods.core readme --scale $(SCALE)
+
+readme-check: install
+	$(PY) -m methods.core readme --scale $(SCALE) --check
 
 # make test: the whole suite, SLURM included (starts a single-node cluster; needs root).
 test: install slurm-up

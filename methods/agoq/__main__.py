@@ -56,7 +56,7 @@ def _rows_csv(rows: list[dict], head: str) -> str:
 
 
 def _aggregate(a):
-    from .analysis import AnalysisConfig, claim_metrics, figure, load_runs, table_rows
+    from .analysis import AnalysisConfig, claim_metrics, figure, first_seed, load_runs, table_rows
 
     cfg = from_json(AnalysisConfig, a.config, "analysis")
     runs, logs = load_runs(a.runs)
@@ -66,8 +66,8 @@ def _aggregate(a):
     write_text(a.pp_memory, _rows_csv(pp, "closed-form 1F1B stage memory"))
     write_metrics(a.summary, metrics, json.loads(a.config))
     fig_ws = ", ".join(sorted(probe["collective"], key=int))
-    figure(runs, logs, probe, pp, cfg.claim_stages, a.figure,
-           "AGoQ at tiny scale. Top left: training loss of each variant, data-parallel over 2 real gloo "
+    figure(first_seed(runs), logs, probe, pp, cfg.claim_stages, a.figure,
+           "AGoQ at tiny scale. Top left: training loss of each variant (first seed), data-parallel over 2 real gloo "
            "processes (qgrad8 = LAAQ + the 8-bit QuanGrad all-reduce and int8 gradient buffer). Top right: "
            "saved-activation bytes held by the autograd graph (measured by the saved-tensor hooks) relative "
            "to bf16, per bit policy. Bottom left: relative L2 error of the averaged gradient for W = "

@@ -13,11 +13,46 @@ def _get(d: dict, key: str, what: str):
     return d[key]
 
 
+def _t(values) -> dict | None:
+    """95% t interval over per-seed values (methods.core.stats), None with < 2 seeds."""
+    from methods.core.stats import t_interval
+
+    return t_interval(values) if len(values) >= 2 else None
+
+
+def first_seed(runs: dict) -> dict:
+    """{variant: summary of its lowest seed} from {variant: {seed: summary}}."""
+    return {v: by_seed[min(by_seed)] for v, by_seed in runs.items()}
+
+
 def claim_metrics(runs: dict, probe: dict, cfg: AnalysisConfig) -> tuple[dict, list[dict]]:
+    """`runs` maps variant → {seed: train summary}. The training claims (A2, A3e) pair seeds: a
+    per-seed ratio to the baseline of the same seed, the mean over seeds as the metric and a 95% t
+    interval over the seeds under `intervals`. Format and bound claims use every seed (A3f) or
+    the first (A4, A6: the byte counts do not depend on the seed)."""
     pol, coll = probe["policies"], probe["collective"]
-    fp = _get(runs, cfg.baseline, "run")
-    # a variant not trained at this scale (smoke trains only fp and qgrad8) gives None: not_checked
-    val = lambda name: runs[name]["val_loss"] / fp["val_loss"] if name in runs else None  # noqa: E731
+    by_seed = {v: dict(sorted(r.items())) for v, r in runs.items()}
+    first = first_seed(by_seed)
+    fp_runs = _get(by_seed, cfg.baseline, "run")
+    fp = first[cfg.baseline]
+    intervals: dict = {}
+    per_seed: dict = {}
+
+    def paired(name, fn):
+        """Mean over the seeds shared with the baseline of fn(run, baseline run), its t interval
+        (kept under `intervals[key]` by the caller) and the per-seed values; None when `name` was
+        not trained at this scale (smoke trains only fp and qgrad8: not_checked)."""
+        if name not in by_seed:
+            return None, [], None
+        seeds = sorted(set(by_seed[name]) & set(fp_runs))
+        if not seeds:
+            raise InputError(f"aggregate: variant {name!r} shares no seed with {cfg.baseline!r}")
+        vals = [fn(by_seed[name][s], s) for s in seeds]
+        return sum(vals) / len(vals), vals, _t(vals)
+
+    def ratio_to_fp(name):
+        return paired(name, lambda r, s: r["val_loss"] / fp_runs[s]["val_loss"])
+
     ws = sorted(coll, key=int)
     w_lo, w_hi = ws[0], ws[-1]
     qg = {w: coll[w]["quangrad"] for w in ws}
@@ -27,29 +62,42 @@ def claim_metrics(runs: dict, probe: dict, cfg: AnalysisConfig) -> tuple[dict, l
     p = cfg.claim_stages
     uni = next(r for r in pp if r["p"] == p and r["scheme"] == "uniform16")
     sa = next(r for r in pp if r["p"] == p and r["scheme"] == "stage_aware")
-    ag = _get(runs, cfg.agoq, "run")
-    la = runs.get(cfg.laaq)
+    ag_runs = _get(by_seed, cfg.agoq, "run")
+    ag = first[cfg.agoq]
+    la_runs = by_seed.get(cfg.laaq)
     m = {
         "a1_laaq_bytes_ratio": _get(pol, cfg.laaq, "policy")["ratio_vs_bf16"],
         "a1_uni4_bytes_ratio": _get(pol, cfg.uni4, "policy")["ratio_vs_bf16"],
         "a1_laaq_stage_bytes_ratio": _get(pol, cfg.laaq_stage, "policy")["ratio_vs_bf16"],
-        "a2_laaq_val_ratio": val(cfg.laaq),
-        "a2_uni4_val_ratio": val(cfg.uni4),
-        "a2_uni2_val_ratio": val(cfg.uni2),
         "a3_quangrad_err_max": max(qg.values()),
         "a3_quangrad_err_not_increasing": qg[w_hi] <= qg[w_lo],
         "a3_naive_err_increases": nv[w_hi] > nv[w_lo],
         "a3_naive_over_quangrad": nv[w_hi] / qg[w_hi],
-        "a3_qgrad8_train_loss_dev": abs(ag["final_train_loss"] / la["final_train_loss"] - 1) if la else None,
-        "a3_gloo_within_bound": (ag["allreduce_max_err_over_bound"] is not None
-                                 and ag["allreduce_max_err_over_bound"] <= 1.0),
+        "a3_gloo_within_bound": all(r["allreduce_max_err_over_bound"] is not None
+                                    and r["allreduce_max_err_over_bound"] <= 1.0 for r in ag_runs.values()),
         "a4_grad_bytes_ratio": ag["grad_buffer_bytes"] / ag["grad_fp32_bytes"],
         "a4_grad_bytes_per_param": ag["grad_buffer_bytes_per_param"],
         "a5_uniform_ratio_exact": [round(x / uni["memory"][-1], 9) for x in uni["memory"]] == [float(p - i) for i in range(p)],
         "a5_stage_aware_max_over_min": sa["max_over_min"],
         "a6_comm_bytes_ratio": ag["comm_bytes_per_step_per_rank"] / fp["comm_bytes_per_step_per_rank"],
-        "replicas_in_sync": all(r["replicas_in_sync"] for r in runs.values()),
+        "replicas_in_sync": all(r["replicas_in_sync"] for rs in by_seed.values() for r in rs.values()),
+        "seeds": sorted(fp_runs),
     }
+    for key, name in (("a2_laaq_val_ratio", cfg.laaq), ("a2_uni4_val_ratio", cfg.uni4), ("a2_uni2_val_ratio", cfg.uni2)):
+        m[key], per_seed[key], iv = ratio_to_fp(name)
+        if iv is not None:
+            intervals[key] = iv
+    if la_runs:
+        seeds = sorted(set(ag_runs) & set(la_runs))
+        dev = [abs(ag_runs[s]["final_train_loss"] / la_runs[s]["final_train_loss"] - 1) for s in seeds]
+        m["a3_qgrad8_train_loss_dev"], per_seed["a3_qgrad8_train_loss_dev"] = sum(dev) / len(dev), dev
+        if (iv := _t(dev)) is not None:
+            intervals["a3_qgrad8_train_loss_dev"] = iv
+    else:
+        m["a3_qgrad8_train_loss_dev"] = None
+    m["a2_fp_val_loss_drop"] = min(1 - r["val_loss"] / r["initial_val_loss"] for r in fp_runs.values())
+    m["per_seed"] = per_seed
+    fmt = lambda xs: "/".join(f"{x:.4f}" for x in xs)  # noqa: E731
     notes = {
         "a1_laaq_bytes_ratio": f"measured by the saved-tensor hooks on a 16×64 batch; avg {pol[cfg.laaq]['avg_bits']:.2f} bits",
         "a1_uni4_bytes_ratio": f"avg {pol[cfg.uni4]['avg_bits']:.2f} bits (4 + 0.25 for bf16 scale+zero per 128)",
@@ -59,29 +107,36 @@ def claim_metrics(runs: dict, probe: dict, cfg: AnalysisConfig) -> tuple[dict, l
             "in our stage policy, so it cannot reach ≤0.30 here"),
         "a3_quangrad_err_max": "relative L2 error, simulated workers " + ", ".join(
             f"W={w}: QuanGrad {qg[w]:.4%}, naive ring {nv[w]:.4%}, bf16 {coll[w]['bf16']:.4%}" for w in ws),
-        "a3_qgrad8_train_loss_dev": (f"mean train loss of the last steps: qgrad8 {ag['final_train_loss']:.4f}, "
-                                     f"laaq {la['final_train_loss']:.4f} (real {ag['world_size']}-process gloo)"
-                                     if la else "laaq not trained at this scale"),
-        "a3_gloo_within_bound": f"real gloo all-reduce, max |err|/bound {ag['allreduce_max_err_over_bound']}, "
-                                f"mean rel L2 err {ag['allreduce_rel_err_mean']}",
+        "a3_qgrad8_train_loss_dev": (
+            f"mean over {len(per_seed['a3_qgrad8_train_loss_dev'])} seeds of |qgrad8 / laaq − 1| of the mean "
+            f"train loss of the last steps (per seed {fmt(per_seed['a3_qgrad8_train_loss_dev'])}); real "
+            f"{ag['world_size']}-process all-reduce" if la_runs else "laaq not trained at this scale"),
+        "a3_gloo_within_bound": "real all-reduce, max |err|/bound per seed " + ", ".join(
+            f"{r['allreduce_max_err_over_bound']}" for r in ag_runs.values())
+        + f", mean rel L2 err (first seed) {ag['allreduce_rel_err_mean']}",
         "a5_stage_aware_max_over_min": f"p={p}, stage bits {sa['bits']}",
         "a6_comm_bytes_ratio": f"bytes sent per rank per step: qgrad8 {ag['comm_bytes_per_step_per_rank']:.0f}, "
                                f"fp {fp['comm_bytes_per_step_per_rank']:.0f}",
+        "a2_fp_val_loss_drop": "smallest relative drop of the fp baseline's val loss over training, over seeds",
     }
     for k in ("a2_laaq_val_ratio", "a2_uni4_val_ratio", "a2_uni2_val_ratio"):
-        name = {"a2_laaq_val_ratio": cfg.laaq, "a2_uni4_val_ratio": cfg.uni4, "a2_uni2_val_ratio": cfg.uni2}[k]
-        if name in runs:
-            notes[k] = f"val loss {runs[name]['val_loss']:.4f} vs fp {fp['val_loss']:.4f} (1 seed)"
-    return {**m, "notes": notes}, pp
+        if m[k] is not None:
+            notes[k] = (f"mean over {len(per_seed[k])} seeds of the per-seed val-loss ratio to fp (same seed): "
+                        f"{fmt(per_seed[k])}")
+    return {**m, "notes": notes, "intervals": intervals}, pp
 
 
 def table_rows(runs: dict, probe: dict) -> list[dict]:
+    """One row per bit policy; the training columns of its first seed, val loss of every seed."""
+    first = first_seed(runs)
     rows = []
     for name, pol in probe["policies"].items():
-        r = runs.get(name, {})
+        r = first.get(name, {})
         rows.append({"variant": name, "act_bytes_ratio": round(pol["ratio_vs_bf16"], 4),
                      "avg_bits": round(pol["avg_bits"], 3), "act_grad_rel_err": round(pol["grad_rel_err"], 5),
-                     "val_loss": r.get("val_loss"), "final_train_loss": r.get("final_train_loss"),
+                     "val_loss": r.get("val_loss"),
+                     "val_loss_per_seed": [runs[name][sd]["val_loss"] for sd in sorted(runs[name])] if name in runs else None,
+                     "final_train_loss": r.get("final_train_loss"),
                      "allreduce": r.get("allreduce"), "grad_bytes_per_param": r.get("grad_buffer_bytes_per_param"),
                      "comm_bytes_per_step": r.get("comm_bytes_per_step_per_rank"), "step_ms": r.get("step_ms")})
     return rows
@@ -130,6 +185,7 @@ def figure(runs: dict, logs: dict, probe: dict, pp: list[dict], p: int, path, ca
 
 
 def load_runs(run_dirs) -> tuple[dict, dict]:
+    """({variant: {seed: train summary}}, {variant: train log of its lowest seed})."""
     from pathlib import Path
 
     from methods.core.results import read_json, read_jsonl
@@ -137,6 +193,10 @@ def load_runs(run_dirs) -> tuple[dict, dict]:
     runs, logs = {}, {}
     for d in map(Path, run_dirs):
         s = read_json(d / "train_summary.json")
-        runs[s["variant"]] = s
-        logs[s["variant"]] = read_jsonl(d / "train_log.jsonl")
+        seed = int(s["config"]["seed"])
+        if seed in runs.setdefault(s["variant"], {}):
+            raise InputError(f"aggregate: two runs of variant {s['variant']!r} with seed {seed}")
+        runs[s["variant"]][seed] = s
+        if seed == min(runs[s["variant"]]):
+            logs[s["variant"]] = read_jsonl(d / "train_log.jsonl")
     return runs, logs

@@ -41,7 +41,8 @@ class DataConfig:
 
 @dataclass
 class RunSection:
-    """The `run` section: one data-parallel training run per variant (the step adds it)."""
+    """The `run` section: one data-parallel training run per variant and seed (the step adds
+    both)."""
     model: ModelConfig
     train: TrainConfig
     seq_len: PosInt
@@ -54,7 +55,6 @@ class RunSection:
     stochastic: bool
     grad_error_every: NonNegInt  # log the all-reduce error against the exact fp32 mean
     loss_window: PosInt          # final train loss = mean of the last `loss_window` steps
-    seed: int
 
     def __post_init__(self):
         if self.world_size < 1 or self.train.batch_size % self.world_size:
@@ -137,10 +137,11 @@ class AnalysisConfig:
 @dataclass
 class Config:
     """AGoQ (arXiv 2605.00539): data, the run recipe, the variants (those in `train_variants` are
-    trained), the probes and the analysis."""
+    trained, once per seed of `seeds`), the probes and the analysis."""
     data: DataConfig
     run: RunSection
     variants: Annotated[list[Variant], Check(min_items=1)]
+    seeds: Annotated[list[NonNegInt], Check(min_items=1, unique_items=True)]  # every trained variant, each seed
     train_variants: Annotated[list[str], Check(min_items=1, unique_items=True)]
     probe: ProbeConfig
     analysis: AnalysisConfig

@@ -26,8 +26,10 @@ from methods.core.results import InputError, provenance
 
 @dataclass
 class RunConfig(RunSection):
-    """The `run` section plus the variant being trained (the workflow merges it in)."""
+    """The `run` section plus the variant being trained and the run's seed (initialisation,
+    batches, stochastic rounding; the workflow merges both in)."""
     variant: Variant
+    seed: int
 
 
 def free_port() -> int:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from statistics import mean
 
+from methods.core.results import InputError
+
 from .config import AnalysisConfig
 
 
@@ -39,19 +41,54 @@ def prestudy(vanilla: list[dict], thr: float) -> dict:
         d = [a["dH"] for a in r["atps"][max(k, 1):]]
         if d:
             vals.append(mean(d))
-    return {"n": len(vals), "frac_below": (sum(v < thr for v in vals) / len(vals)) if vals else None,
+    k = sum(v < thr for v in vals)
+    return {"n": len(vals), "k_below": k, "frac_below": (k / len(vals)) if vals else None,
             "mean_dH": mean(vals) if vals else None}
 
 
+def frac_past_first_atp(rows: list[dict]) -> float:
+    """Share of runs that reached a second ATP: only there can ASAG's entropy-gated rule act;
+    at the first ATP it is DEER's rule (arXiv 2606.15070 as summarised, NV; `signals.asag_decide`)."""
+    return sum(r["n_atps"] >= 2 for r in rows) / len(rows)
+
+
+def len_ratio_interval(a: list[dict], v: list[dict], n_resamples: int = 2000, seed: int = 0) -> dict:
+    """95 % percentile bootstrap over problems (resampled in pairs) of mean tokens(a) / mean tokens(v)."""
+    import numpy as np
+
+    from methods.core.stats import interval_record
+
+    x = np.array([r["tokens"] for r in a], dtype=float)
+    y = np.array([r["tokens"] for r in v], dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(x), (n_resamples, len(x)))
+    ratios = x[idx].mean(1) / y[idx].mean(1)
+    lo, hi = np.percentile(ratios, [2.5, 97.5])
+    return interval_record(lo, hi, method="bootstrap", n=len(x))
+
+
+def acc_diff_interval_pp(a: list[dict], b: list[dict]) -> dict:
+    """95 % paired bootstrap over problems of 100 × (accuracy(a) − accuracy(b))."""
+    from methods.core.stats import interval_record, paired_bootstrap_diff
+
+    iv = paired_bootstrap_diff([r["correct"] for r in a], [r["correct"] for r in b])
+    return interval_record(100 * iv["lo"], 100 * iv["hi"], method="paired bootstrap", n=iv["n"])
+
+
 def claim_metrics(runs: dict[str, list[dict]], cfg: AnalysisConfig) -> dict:
+    from methods.core.stats import wilson
+
     tab = {r["policy"]: r for r in table(runs)}
     v, a, d, n = tab[cfg.vanilla], tab[cfg.asag], tab[cfg.deer], tab[cfg.nothink]
-    pre = prestudy(runs[cfg.vanilla], cfg.prestudy_threshold)
+    ra, rv, rd = runs[cfg.asag], runs[cfg.vanilla], runs[cfg.deer]
+    if not len(ra) == len(rv) == len(rd) or any(x["i"] != y["i"] or x["i"] != z["i"] for x, y, z in zip(ra, rv, rd)):
+        raise InputError("report: the runs do not cover the same problems in the same order")
+    pre = prestudy(rv, cfg.prestudy_threshold)
     same = None
     if cfg.nogate in runs:
         same = all((x["exit"], x["tokens"], x["answer"]) == (y["exit"], y["tokens"], y["answer"])
-                   for x, y in zip(runs[cfg.nogate], runs[cfg.deer]))
+                   for x, y in zip(runs[cfg.nogate], rd))
     others = [r["acc"] for k, r in tab.items() if k != cfg.nothink]
+    past = frac_past_first_atp(ra)
     m = {
         "c1_len_ratio": a["len"] / v["len"],
         "c2_acc_minus_vanilla_pp": 100 * (a["acc"] - v["acc"]),
@@ -59,26 +96,49 @@ def claim_metrics(runs: dict[str, list[dict]], cfg: AnalysisConfig) -> dict:
         "c2_nothink_lowest": bool(n["acc"] < min(others)),
         "c3_prestudy_frac": pre["frac_below"],
         "c4_nogate_equals_deer": same,
+        # guard metrics: the gate can act only past the first ATP; accuracy comparisons need a
+        # model that solves some problems
+        "asag_frac_past_first_atp": past,
+        "asag_differs_from_deer_frac": sum((x["exit"], x["tokens"], x["answer"]) != (y["exit"], y["tokens"], y["answer"])
+                                           for x, y in zip(ra, rd)) / len(ra),
+        "vanilla_acc": v["acc"],
+        # accuracy can differ only where the answers differ: identical answers are a tie by construction
+        "asag_answer_differs_vs_vanilla": sum(x["answer"] != y["answer"] for x, y in zip(ra, rv)) / len(ra),
+        "asag_answer_differs_vs_deer": sum(x["answer"] != y["answer"] for x, y in zip(ra, rd)) / len(ra),
+        # the premise of early exit: the answer probed along a vanilla trace changes somewhere
+        "vanilla_answer_changes_frac": sum(any(t["A"] != r["answer"] for t in r["atps"]) for r in rv) / len(rv),
         "prestudy": pre,
         "table": list(tab.values()),
     }
-    notes = {}
-    if m["c1_len_ratio"] > 0.75:
-        notes["c1_len_ratio"] = f"ASAG keeps {m['c1_len_ratio']:.2f} of vanilla's tokens (threshold ≤ 0.75)"
-    first = sum(r["exit"] == "first_atp" for r in runs[cfg.asag])
-    gated = sum(1 for r in runs[cfg.asag] for a in r["atps"][1:])
-    notes["c2_acc_minus_deer_pp"] = (f"{first}/{len(runs[cfg.asag])} ASAG runs exit at the first ATP, where ASAG's "
-                                     f"rule is DEER's; the entropy-gated rules saw {gated} later ATPs")
-    notes["c1_len_ratio"] = notes["c2_acc_minus_deer_pp"]
-    if m["c2_acc_minus_deer_pp"] < 0:
-        notes["c2_acc_minus_deer_pp"] = "ASAG is less accurate than DEER at the same λ on this synthetic task"
-    if pre["frac_below"] is not None and pre["frac_below"] <= 0.5:
-        notes["c3_prestudy_frac"] = (f"over {pre['n']} correct vanilla traces the attention entropy does not "
-                                     f"drop by 10% after the correct answer appears (mean ΔH {pre['mean_dH']:.3f}); "
-                                     "ΔH rises with position along every trace (the window's rows see more keys), "
-                                     "a risk we named before running: a 0.8M model may not show the drop")
+    m["intervals"] = {
+        "c1_len_ratio": len_ratio_interval(ra, rv),
+        "c2_acc_minus_vanilla_pp": acc_diff_interval_pp(ra, rv),
+        "c2_acc_minus_deer_pp": acc_diff_interval_pp(ra, rd),
+    }
+    if pre["n"]:
+        m["intervals"]["c3_prestudy_frac"] = wilson(pre["k_below"], pre["n"])
+    if past == 0:
+        # every ASAG run stopped at its first ATP, where ASAG's rule is DEER's: a tie by construction
+        m["inconclusive"] = {"c2_acc_minus_deer_pp": "no ASAG run passed the first ATP, where ASAG's rule is DEER's"}
+    acts = {}
+    for r in ra:
+        for x in r["atps"][1:]:
+            acts[x["action"]] = acts.get(x["action"], 0) + 1
+    gate = (f"{sum(r['n_atps'] >= 2 for r in ra)}/{len(ra)} ASAG runs pass the first ATP; actions at later ATPs: "
+            + (", ".join(f"{k} {c}" for k, c in sorted(acts.items())) or "none")
+            + f"; ASAG's run differs from DEER's on {m['asag_differs_from_deer_frac']:.2f} of the problems")
+    notes = {"c1_len_ratio": gate,
+             "c2_acc_minus_vanilla_pp": (f"accuracy vanilla {v['acc']:.3f}, ASAG {a['acc']:.3f}, DEER {d['acc']:.3f}; "
+                                         f"ASAG's answer differs from vanilla's on {m['asag_answer_differs_vs_vanilla']:.3f} "
+                                         f"and from DEER's on {m['asag_answer_differs_vs_deer']:.3f} of the problems; the "
+                                         f"probed answer changes along {m['vanilla_answer_changes_frac']:.3f} of the vanilla traces"),
+             "c2_nothink_lowest": f"accuracy NoThinking {n['acc']:.3f}, lowest other {min(others):.3f}"}
+    notes["c2_acc_minus_deer_pp"] = gate + "; " + notes["c2_acc_minus_vanilla_pp"]
     if pre["frac_below"] is None:
         notes["c3_prestudy_frac"] = "no correct vanilla trace with ≥ 2 ATPs"
+    else:
+        notes["c3_prestudy_frac"] = (f"{pre['n']} correct vanilla traces, mean ΔH {pre['mean_dH']:.3f} after the "
+                                     "correct answer appears")
     m["notes"] = notes
     return m
 

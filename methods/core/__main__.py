@@ -1,5 +1,5 @@
 """Shared DAG steps: `python -m methods.core <step> ...` (tokenizer training, token shards, claim verdicts,
-the scale files' JSON schema).
+the READMEs' generated results tables, the scale files' JSON schema).
 The HTML report has its own entry point: `python -m methods.core.report`."""
 from __future__ import annotations
 
@@ -63,6 +63,12 @@ def _claims(a):
     print("claims: " + ", ".join(f"{r['id']} {r['verdict']}" for r in table["claims"]), file=sys.stderr)
 
 
+def _readme(a):
+    from .readme import main
+
+    main(a)
+
+
 def _schema(a):
     import json
 
@@ -104,6 +110,13 @@ def build_parser():
     s.set_defaults(func=_claims)
     for k in ("claims", "metrics", "scale", "out"):
         s.add_argument(f"--{k}", required=True)
+    s = sub.add_parser("readme", help="fill the results tables in the papers' READMEs from results/<scale>")
+    s.set_defaults(func=_readme)
+    s.add_argument("--scale", required=True)
+    s.add_argument("--results", default="results", help="the results directory")
+    s.add_argument("--root", default=".", help="the repository root")
+    s.add_argument("--papers", nargs="+", help="only these papers (default: all registered)")
+    s.add_argument("--check", action="store_true", help="change nothing; fail when a table is out of date")
     s = sub.add_parser("schema", help="print the JSON schema of a scale file, generated from the papers' "
                                       "config dataclasses (methods/<paper>/config.py)")
     s.set_defaults(func=_schema)

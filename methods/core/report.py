@@ -23,11 +23,12 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
+from .claims import KINDS, VERDICTS
 from .results import InputError, read_json, write_text
 
 PROG = "report"
-VERDICTS = ("reproduced", "not_reproduced", "not_checked")
 DASH = "\u2014"
+DECIDED = ("reproduced", "not_reproduced", "inconclusive")  # checkable: a check ran on a measurement
 
 
 def fmt_value(v) -> str:
@@ -39,6 +40,43 @@ def fmt_value(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)
+
+
+def fmt_measured(v, interval) -> str:
+    """The measured value, with its interval when the analysis gave one."""
+    text = fmt_value(v)
+    if isinstance(interval, dict) and "lo" in interval and "hi" in interval:
+        level = interval.get("level")
+        tag = f" {level:.0%}" if isinstance(level, (int, float)) else ""
+        text += f" [{fmt_value(float(interval['lo']))}, {fmt_value(float(interval['hi']))}]{tag}"
+        if interval.get("n"):
+            text += f", n={interval['n']}"
+    return text
+
+
+def tally(claims: list[dict]) -> dict:
+    """Counts for the summary, from the claims themselves so it can never disagree with the table:
+    per kind, reproduced / checkable (checkable = a check ran on a measurement) and each verdict."""
+    out = {}
+    for kind in KINDS:
+        rows = [c for c in claims if c["kind"] == kind]
+        out[kind] = {v: sum(c["verdict"] == v for c in rows) for v in VERDICTS}
+        out[kind]["checkable"] = sum(c["verdict"] in DECIDED for c in rows)
+        out[kind]["total"] = len(rows)
+    out["all"] = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
+    out["all"]["total"] = len(claims)
+    return out
+
+
+def totals(tallies: list[dict]) -> dict:
+    """The totals row: every count summed over papers."""
+    out = {}
+    for t in tallies:
+        for group, counts in t.items():
+            for k, n in counts.items():
+                out.setdefault(group, {}).setdefault(k, 0)
+                out[group][k] += n
+    return out or tally([])
 
 
 def _fmt_num(x: float, spec: str) -> str:
@@ -114,15 +152,21 @@ def load_paper(scale: str, paper_dir: Path) -> dict:
                          f"not {scale!r}")
     claims = []
     for c in data["claims"]:
-        claims.append({"id": str(c.get("id", DASH)), "statement": c.get("statement") or "",
+        if c.get("kind") not in KINDS or c.get("verdict") not in VERDICTS:
+            raise InputError(f"malformed claims file {paper_dir / 'claims.json'}: claim {c.get('id')!r} "
+                             f"needs kind in {list(KINDS)} and verdict in {list(VERDICTS)} "
+                             "(rerun its claims step)")
+        guards = c.get("guards") or []
+        claims.append({"id": str(c.get("id", DASH)), "kind": c["kind"], "statement": c.get("statement") or "",
                        "paper_value": fmt_value(c.get("paper_value")),
                        "source": c.get("source") or "",
-                       "measured": fmt_value(c.get("measured")),
-                       "check": c.get("check") or DASH,
-                       "verdict": str(c.get("verdict", "not_checked")),
+                       "measured": fmt_measured(c.get("measured"), c.get("interval")),
+                       "check": (c.get("check") or DASH) + ("".join(f"; if {g}" for g in guards)),
+                       "verdict": c["verdict"],
                        "note": c.get("note") or ""})
-    # Counted from the claims themselves so the summary can never disagree with the table.
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
+    # headline claims first, then mechanism, then sanity; yaml order within a kind
+    claims.sort(key=lambda c: KINDS.index(c["kind"]))
+    counts = tally(claims)
     bench = read_benchmarks(paper_dir / "benchmarks")
     prov = data.get("provenance") if isinstance(data.get("provenance"), dict) else {}
     packages = prov.get("packages") if isinstance(prov.get("packages"), dict) else {}
@@ -151,26 +195,37 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; vertic
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .badge { border-radius: 0.3em; padding: 0.1em 0.4em; color: #fff; white-space: nowrap; }
 .reproduced { background: #2e7d32; } .not_reproduced { background: #c62828; }
-.not_checked { background: #757575; }
+.not_checked { background: #757575; } .inconclusive { background: #b26a00; }
+tr.totals td { border-top: 2px solid #333; }
 figure { display: inline-block; margin: 0 1em 1em 0; } img { max-width: 32em; }
 </style></head><body>
 <h1>icml26-repro: reproduction report</h1>
 <p>Scale: <b id="scale">{{ scale }}</b>. Generated <span id="generated">{{ generated }}</span>.</p>
 <h2>Summary</h2>
+<p>Headline: the paper's result, measured. Mechanism: a measured intermediate effect the paper
+reports. Sanity: holds by construction (closed form, simulator, format arithmetic), not a
+reproduction. "r / c": reproduced of checkable (a check ran on a measurement); inconclusive means
+a guard failed or the interval straddles the threshold.</p>
 <table id="summary">
-<tr><th>paper</th><th>reproduced</th><th>not reproduced</th><th>not checked</th>
-<th>total job wall time (s)</th></tr>
-{% for p in papers %}<tr><td><a href="#{{ p.slug }}">{{ p.slug }}</a></td>
-<td class="num">{{ p.counts.reproduced }}</td><td class="num">{{ p.counts.not_reproduced }}</td>
-<td class="num">{{ p.counts.not_checked }}</td><td class="num">{{ p.wall_s }}</td></tr>
+<tr><th rowspan="2">paper</th><th colspan="3">headline</th><th colspan="2">mechanism</th>
+<th>sanity</th><th rowspan="2">not checked</th><th rowspan="2">total job wall time (s)</th></tr>
+<tr><th>reproduced / checkable</th><th>not reproduced</th><th>inconclusive</th>
+<th>reproduced / checkable</th><th>inconclusive</th><th>passed / checkable</th></tr>
+{% for row in summary %}<tr{% if row.total %} class="totals"{% endif %}><td>{% if row.total %}<b>total</b>{% else %}<a href="#{{ row.slug }}">{{ row.slug }}</a>{% endif %}</td>
+<td class="num">{{ row.c.headline.reproduced }} / {{ row.c.headline.checkable }}</td>
+<td class="num">{{ row.c.headline.not_reproduced }}</td><td class="num">{{ row.c.headline.inconclusive }}</td>
+<td class="num">{{ row.c.mechanism.reproduced }} / {{ row.c.mechanism.checkable }}</td>
+<td class="num">{{ row.c.mechanism.inconclusive }}</td>
+<td class="num">{{ row.c.sanity.reproduced }} / {{ row.c.sanity.checkable }}</td>
+<td class="num">{{ row.c.all.not_checked }}</td><td class="num">{{ row.wall_s }}</td></tr>
 {% endfor %}</table>
 {% for p in papers %}<section id="{{ p.slug }}">
 <h2>{{ p.title }} <small>({{ p.slug }})</small></h2>
 <h3>Claims</h3>
 <table class="claims">
-<tr><th>id</th><th>statement</th><th>paper</th><th>ours</th><th>check</th><th>verdict</th>
+<tr><th>id</th><th>kind</th><th>statement</th><th>paper</th><th>ours</th><th>check</th><th>verdict</th>
 <th>note</th></tr>
-{% for c in p.claims %}<tr><td>{{ c.id }}</td><td>{{ c.statement }}</td>
+{% for c in p.claims %}<tr><td>{{ c.id }}</td><td>{{ c.kind }}</td><td>{{ c.statement }}</td>
 <td class="num" title="{{ c.source }}">{{ c.paper_value }}</td><td class="num">{{ c.measured }}</td>
 <td>{{ c.check }}</td><td><span class="badge {{ c.verdict }}">{{ c.verdict }}</span></td>
 <td>{{ c.note }}</td></tr>
@@ -206,12 +261,17 @@ _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
 def build_report(scale: str, paper_dirs: list[Path], command: str | None = None) -> str:
     """Return the report HTML. `command` goes into the first-line comment (default: argv)."""
     papers = [load_paper(scale, Path(d)) for d in paper_dirs]
+    summary = [{"slug": p["slug"], "c": p["counts"], "wall_s": p["wall_s"], "total": False} for p in papers]
+    summary.append({"slug": "total", "c": totals([p["counts"] for p in papers]),
+                    "wall_s": _fmt_num(sum(float(p["wall_s"]) for p in papers if p["wall_s"] != DASH)
+                                       if any(p["wall_s"] != DASH for p in papers) else None, ".2f"),
+                    "total": True})
     if command is None:
         command = shlex.join(["python", "-m", "methods.core.report", *sys.argv[1:]])
     # Inside a comment "<" and ">" could end it early (a path containing "-->").
     command = command.replace("<", "&lt;").replace(">", "&gt;")
     html = _ENV.from_string(TEMPLATE).render(
-        scale=scale, papers=papers,
+        scale=scale, papers=papers, summary=summary,
         generated=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     return f"<!-- Generated by icml26-repro: {command} -->\n{html}"
 

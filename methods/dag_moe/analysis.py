@@ -8,6 +8,8 @@ import math
 import statistics
 from collections import defaultdict
 
+from methods.core.results import InputError
+
 
 def _mean(xs):
     return sum(xs) / len(xs)
@@ -70,34 +72,57 @@ def _per_arch(runs: list[dict]) -> dict:
     return per_arch
 
 
+def _t(values: list[float]) -> dict | None:
+    """95% t interval over per-seed values (methods.core.stats), or None with < 2 seeds."""
+    from methods.core.stats import t_interval
+
+    return t_interval(values) if len(values) >= 2 else None
+
+
 def _d1_quality(per_arch: dict, mean_val: dict, pairs: dict, primary_dag: str,
-                primary_sum: str) -> tuple[dict, dict]:
+                primary_sum: str) -> tuple[dict, dict, dict]:
     """D1, pretraining quality: the seed-mean val loss of the primary DAG arch minus the primary sum
-    arch's (and the implied PPL change), and of every DAG arch minus its same-experts sum arch."""
-    m, notes = {}, {}
+    arch's (and the implied PPL change), with a t interval over the per-seed differences (seeds
+    paired), and of every DAG arch minus its same-experts sum arch. Returns (metrics, notes,
+    intervals)."""
+    m, notes, iv = {}, {}, {}
     if primary_dag in mean_val and primary_sum in mean_val:
         d, s = mean_val[primary_dag], mean_val[primary_sum]
+        if per_arch[primary_dag]["seed"] != per_arch[primary_sum]["seed"]:
+            raise InputError(f"aggregate: D1 seeds differ between {primary_dag} {per_arch[primary_dag]['seed']} "
+                             f"and {primary_sum} {per_arch[primary_sum]['seed']}")
+        diffs = [a - b for a, b in zip(per_arch[primary_dag]["val_loss"], per_arch[primary_sum]["val_loss"])]
         m["d1_val_loss_delta"] = d - s
+        m["d1_val_loss_delta_per_seed"] = diffs
+        m["d1_seeds_dag_lower"] = sum(x < 0 for x in diffs)
         m["d1_rel_ppl_change"] = math.exp(d - s) - 1
+        if (t := _t(diffs)) is not None:
+            iv["d1_val_loss_delta"] = t
         notes["d1_val_loss_delta"] = (
             f"mean val loss {primary_dag} {d:.4f} vs {primary_sum} {s:.4f} over "
-            f"{len(per_arch[primary_dag]['seed'])} seed(s); PPL change {100 * (math.exp(d - s) - 1):+.2f}%; "
+            f"{len(diffs)} seed(s); per-seed difference " + "/".join(f"{x:+.4f}" for x in diffs)
+            + f" ({primary_dag} lower in {m['d1_seeds_dag_lower']} of {len(diffs)}); "
+            f"PPL change {100 * (math.exp(d - s) - 1):+.2f}%; "
             + "; ".join(f"{a} {v:.4f}" for a, v in mean_val.items()))
     for a, b in pairs.items():
         if b:
             m[f"val_loss_delta_{a}_vs_{b}"] = mean_val[a] - mean_val[b]
-    return m, notes
+    return m, notes, iv
 
 
-def _d2_composition(compose: dict[str, dict]) -> tuple[dict, dict]:
-    """D2, 1-layer composition in distribution: the DAG/sum ratio of the seed-mean answer loss, the
-    seeds on which DAG is more accurate, and the per-seed runs."""
+def _d2_composition(compose: dict[str, dict]) -> tuple[dict, dict, dict]:
+    """D2, 1-layer composition in distribution: the mean over seeds of the per-seed DAG/sum answer-
+    loss ratio with a t interval over the seeds, the seeds on which DAG is more accurate, and the
+    per-seed runs. Returns (metrics, notes, intervals)."""
     s_runs = {r["seed"]: r for r in compose["sum"]["runs"]}
     d_runs = {r["seed"]: r for r in compose["dag"]["runs"]}
     seeds = sorted(set(s_runs) & set(d_runs))
+    if not seeds:
+        raise InputError("aggregate: the D2 sum and dag compose runs share no seed")
     ls, ld = _mean([s_runs[k]["loss"] for k in seeds]), _mean([d_runs[k]["loss"] for k in seeds])
-    m: dict = {"d2_loss_ratio": ld / ls, "d2_acc_wins": sum(d_runs[k]["acc"] > s_runs[k]["acc"] for k in seeds),
-               "d2_seeds": len(seeds)}
+    ratios = [d_runs[k]["loss"] / s_runs[k]["loss"] for k in seeds]
+    m: dict = {"d2_loss_ratio": _mean(ratios), "d2_loss_ratio_per_seed": ratios, "d2_loss_ratio_of_means": ld / ls,
+               "d2_acc_wins": sum(d_runs[k]["acc"] > s_runs[k]["acc"] for k in seeds), "d2_seeds": len(seeds)}
     m["d2"] = {agg: {"acc": [c["acc"] for c in compose[agg]["runs"]],
                      "loss": [c["loss"] for c in compose[agg]["runs"]],
                      "step_ms": [c["step_ms"] for c in compose[agg]["runs"]]} for agg in ("sum", "dag")}
@@ -105,10 +130,11 @@ def _d2_composition(compose: dict[str, dict]) -> tuple[dict, dict]:
     fmt = lambda xs: "/".join(f"{x:.3f}" for x in xs)  # noqa: E731
     notes = {"d2_loss_ratio": (f"1-layer C1, {len(seeds)} seed(s): loss sum {fmt(m['d2']['sum']['loss'])} "
                                f"(mean {ls:.3f}) vs dag {fmt(m['d2']['dag']['loss'])} (mean {ld:.3f}); "
-                               f"pilot 0.69×"),
+                               f"per-seed ratio {fmt(ratios)}; ratio of the means {ld / ls:.3f}; pilot 0.69×"),
              "d2_acc_wins": (f"acc sum {fmt(m['d2']['sum']['acc'])} vs dag {fmt(m['d2']['dag']['acc'])}; "
                              f"dag higher in {m['d2_acc_wins']}/{len(seeds)} (pilot 3/3)")}
-    return m, notes
+    iv = {"d2_loss_ratio": t} if (t := _t(ratios)) is not None else {}
+    return m, notes, iv
 
 
 def _d3_overheads(per_arch: dict, pairs: dict) -> tuple[dict, dict]:
@@ -199,14 +225,18 @@ def claim_metrics(runs: list[dict], compose: dict[str, dict], timing: dict,
     pairs = {a: baseline_of(runs, a) for a, v in per_arch.items() if v["aggregation"] == "dag"}
     m: dict = {"archs": per_arch}
     notes: dict = {}
-    d1 = _d1_quality(per_arch, mean_val, pairs, primary_dag, primary_sum)
-    d2 = _d2_composition(compose) if "sum" in compose and "dag" in compose else ({}, {})
-    for pm, pn in (d1, d2, _d3_overheads(per_arch, pairs),
+    intervals: dict = {}
+    d1m, d1n, d1i = _d1_quality(per_arch, mean_val, pairs, primary_dag, primary_sum)
+    d2m, d2n, d2i = _d2_composition(compose) if "sum" in compose and "dag" in compose else ({}, {}, {})
+    intervals.update(d1i)
+    intervals.update(d2i)
+    for pm, pn in ((d1m, d1n), (d2m, d2n), _d3_overheads(per_arch, pairs),
                    _d3_step_time(timing, pairs, primary_dag, primary_sum) if timing else ({}, {}),
-                   _d4_edges(per_arch, compose, d2[0], primary_dag),
+                   _d4_edges(per_arch, compose, d2m, primary_dag),
                    _synthetic_task_means(per_arch, primary_dag)):
         m.update(pm)
         notes.update(pn)
+    m["intervals"] = intervals
     m["notes"] = notes
     return m
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from methods.core.plots import figure, save
+from methods.core.stats import t_interval
 
 from .config import ReportConfig
 
@@ -10,42 +11,65 @@ def _gap(m, lang):
     return abs(m[f"p_mt_{lang}"] - 0.5)
 
 
-def claim_metrics(res: dict[str, dict], cfg: ReportConfig) -> dict:
-    """res: variant -> mean metrics. Missing variants give None (claim not_checked)."""
+def _seed_interval(values):
+    """95% t interval over seeds (methods.core.stats), or None with fewer than 2 seeds."""
+    return t_interval(values) if len(values) >= 2 else None
+
+
+def claim_metrics(res: dict[str, dict], cfg: ReportConfig, per_seed: dict[str, dict] | None = None) -> dict:
+    """res: variant -> metrics averaged over seeds; per_seed: variant -> {seed: metrics} (for the
+    intervals of the headline claims, paired by seed). Missing variants give None (claim
+    not_checked). Guard metrics: SFT's p_MT, adversarial and ID accuracy (the baseline must be biased
+    and must have learned quality), no_dis's probe accuracy, the full model's bias reduction."""
     L, full = cfg.lang, cfg.full
     sft, dib = res.get("sft"), res.get(full)
-    out, notes = {}, {}
+    out, notes, intervals = {}, {}, {}
+    ps = per_seed or {}
+    seeds = sorted(set(ps.get("sft", {})) & set(ps.get(full, {})))
     if sft and dib:
+        id_keys = sorted(k for k in sft if k.startswith("id_acc_"))
         ratio = _gap(dib, L) / max(_gap(sft, L), 1e-9)
         out["c1_bias_gap_ratio"] = ratio
         out["c1_sft_p_mt"] = sft[f"p_mt_{L}"]
-        out["c1_bias_reduced"] = bool(ratio <= 0.7 and sft[f"p_mt_{L}"] > 0.6)
         out["c2_adv_gain"] = dib[f"adv_acc_{L}"] - sft[f"adv_acc_{L}"]
-        id_keys = [k for k in sft if k.startswith("id_acc_")]
-        out["c2_id_drop"] = max(sft[k] - dib[k] for k in id_keys)
-        out["c2_en_drop"] = sft["id_acc_EN"] - dib["id_acc_EN"]
+        out["c2_sft_adv_acc"] = sft[f"adv_acc_{L}"]
+        out["c2_sft_min_id_acc"] = min(sft[k] for k in id_keys)
+        out["c2_sft_en_acc"] = sft["id_acc_EN"]
+        out["n_seeds"] = len(seeds)
+        if seeds:   # per-seed statistics, paired by seed; the point value is their mean
+            s_, d_ = ([ps[v][k] for k in seeds] for v in ("sft", full))
+            per = {"c1_bias_gap_ratio": [_gap(d, L) / max(_gap(s, L), 1e-9) for s, d in zip(s_, d_)],
+                   "c2_adv_gain": [d[f"adv_acc_{L}"] - s[f"adv_acc_{L}"] for s, d in zip(s_, d_)],
+                   "c2_id_drop": [max(s[k] - d[k] for k in id_keys) for s, d in zip(s_, d_)],
+                   "c2_en_drop": [s["id_acc_EN"] - d["id_acc_EN"] for s, d in zip(s_, d_)]}
+            for k, v in per.items():
+                out[k] = float(sum(v) / len(v))
+                iv = _seed_interval(v)
+                if iv is not None:
+                    intervals[k] = iv
+        else:
+            out["c2_id_drop"] = max(sft[k] - dib[k] for k in id_keys)
+            out["c2_en_drop"] = sft["id_acc_EN"] - dib["id_acc_EN"]
+        notes["c1_bias_gap_ratio"] = (f"|p_MT-0.5| on {L}: {full} {_gap(dib, L):.3f} vs SFT {_gap(sft, L):.3f} "
+                                      f"(seed means; SFT p_MT {sft[f'p_mt_{L}']:.3f})")
         notes["c2_adv_gain"] = (f"adversarial accuracy on {L}: {full} {dib[f'adv_acc_{L}']:.3f} vs SFT "
-                                f"{sft[f'adv_acc_{L}']:.3f} (need +0.05)")
-        notes["c2_id_drop"] = "ID accuracy SFT − DIBJudge per language: " + ", ".join(
+                                f"{sft[f'adv_acc_{L}']:.3f} (seed means; need +0.05)")
+        notes["c2_id_drop"] = "ID accuracy SFT − DIBJudge per language (seed means): " + ", ".join(
             f"{k[7:]} {sft[k] - dib[k]:+.3f}" for k in id_keys)
-        if sft[f"adv_acc_{L}"] <= 0.55:  # a judge at chance on adversarial pairs never learned quality
-            for k in ("c2_adv_gain", "c2_id_drop", "c2_en_drop"):
-                notes[k] = (f"SFT adversarial accuracy {sft[f'adv_acc_{L}']:.3f} is at chance: the judges "
-                            "learned the style/length cues, not fact correctness, so SFT-vs-DIBJudge gaps are vacuous")
-        if not out["c1_bias_reduced"]:
-            notes["c1_bias_reduced"] = (f"|p_MT-0.5| ratio {ratio:.3f} (need <= 0.7), SFT p_MT "
-                                        f"{sft[f'p_mt_{L}']:.3f} (need > 0.6)")
     nd = res.get("no_dis")
     if dib and nd and dib.get("dcor") is not None and nd.get("dcor") is not None:
         out["c3_dcor_lower"] = bool(dib["dcor"] < nd["dcor"])
         out["c3_probe_lower"] = bool(dib["probe_acc"] < nd["probe_acc"])
         out["c3_both_lower"] = out["c3_dcor_lower"] and out["c3_probe_lower"]
+        out["c3_nodis_probe_acc"] = nd["probe_acc"]
         notes["c3_both_lower"] = (f"dCor {dib['dcor']:.3f} vs no_dis {nd['dcor']:.3f}; probe "
                                   f"{dib['probe_acc']:.3f} vs {nd['probe_acc']:.3f}")
     if sft and dib and res.get("no_bottleneck") and res.get("no_proxy"):
         red = {v: _gap(sft, L) - _gap(res[v], L) for v in (full, "no_bottleneck", "no_proxy")}
         out["c4_ablations_reduce_less"] = bool(red["no_bottleneck"] < red[full] and red["no_proxy"] < red[full])
+        out["c4_full_reduction"] = red[full]
         notes["c4_ablations_reduce_less"] = "bias reduction vs SFT: " + ", ".join(f"{k} {v:+.3f}" for k, v in red.items())
+    out["intervals"] = intervals
     out["notes"] = notes
     return out
 

@@ -122,12 +122,20 @@ class EMAVectorQuantizer(nn.Module):
 
 
 # --- dependence ---------------------------------------------------------------------------------
-def standardise(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    return (x - x.mean(0)) / (x.std(0, unbiased=False) + eps)
+def standardise(x: torch.Tensor) -> torch.Tensor:
+    """Column z-scores over the batch, (x − mean) / std with the population std: exact for every
+    column whose std is > 0, however small. A constant column (std exactly 0) has no z-score;
+    it maps to 0 (its deviations are 0), so its correlations below are 0 and carry no gradient.
+    (The official code divides by std.clamp_min(1e-6), the same wherever std ≥ 1e-6.)"""
+    d = x - x.mean(0)
+    var = d.pow(2).mean(0)
+    # the where sits before the sqrt: sqrt'(0) is infinite and would turn a zero gradient into NaN
+    return d / torch.where(var > 0, var, torch.ones_like(var)).sqrt()
 
 
 def cross_correlation(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """C = â^T b̂ / N of batch-standardised a (N×p) and b (N×q): Pearson correlations."""
+    """C = â^T b̂ / N of batch-standardised a (N×p) and b (N×q): the Pearson correlation of each
+    column of a with each column of b (0 where a column is constant, where Pearson's r is undefined)."""
     return standardise(a).t() @ standardise(b) / a.shape[0]
 
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from methods.core.results import InputError, read_json, read_jsonl
 
 from .config import RunConfig, Variant
-from .model import Judge, dis_loss, distance_correlation, soft_labels, wasserstein_1d
+from .model import Judge, dis_loss, distance_correlation, soft_labels, standardise, wasserstein_1d
 
 VARIANTS = typing.get_args(Variant)
 
@@ -98,8 +98,9 @@ def train_variant(cfg: RunConfig, variant: str, data_dir: str, seed: int, log: l
                 inv = {k: 1.0 / max(ema[k], 1e-6) for k in ema}
                 z = sum(inv.values()) / len(inv)
                 proxy = sum(inv[k] / z * pl[k] for k in pl)  # EMA inverse-magnitude weights, mean 1
-                t = out["recon_target"]  # columns z-scored over the batch: comparable scales
-                lowrec = F.mse_loss(out["recon"], (t - t.mean(0)) / (t.std(0) + 1e-5))
+                # targets z-scored over the batch (comparable scales; the official code regresses the
+                # raw statistics): exact z-scores, constant columns → 0 (model.standardise)
+                lowrec = F.mse_loss(out["recon"], standardise(out["recon_target"]))
                 loss = loss + cfg.lam_bias * lt * (0.5 * proxy + 0.5 * lowrec)
                 rec.update(proxy=float(proxy.detach()), lowrec=float(lowrec.detach()))
             if variant != "no_dis":

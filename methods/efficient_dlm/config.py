@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from methods.core.config import Check, NonNeg, PosInt, Prob
+from methods.core.config import Check, NonNeg, NonNegInt, PosInt, Prob
 from methods.core.models import ModelConfig
 from methods.core.results import InputError
 from methods.core.train import TrainConfig
@@ -58,8 +58,9 @@ class ArConfig:
 
 
 @dataclass
-class ConvertConfig:
-    """Continuous pretraining of the AR base as a block-diffusion LM (methods.efficient_dlm.run.convert)."""
+class ConvertSection:
+    """The `convert` section: continuous pretraining of the AR base as a block-diffusion LM
+    (methods.efficient_dlm.run.convert); the workflow adds the seed (one of `seeds`)."""
     train: TrainConfig
     block: PosInt
     seq_len: PosInt
@@ -68,12 +69,18 @@ class ConvertConfig:
     beta: NonNeg | None
     eps: Annotated[float, Check(exclusive_minimum=0, exclusive_maximum=1)]
     clean_intra: Literal["causal", "bidir"]
-    seed: int
 
     def __post_init__(self):
         if self.seq_len % self.block:
             raise InputError(f"config key 'convert.seq_len' ({self.seq_len}) must be a multiple of "
                              f"'convert.block' ({self.block})")
+
+
+@dataclass
+class ConvertConfig(ConvertSection):
+    """One conversion: the `convert` section plus its seed (noise draws and batch order; the AR
+    base is the same for every seed)."""
+    seed: int
 
 
 @dataclass
@@ -107,9 +114,10 @@ class Hub:
 @dataclass
 class Config:
     variants: Annotated[list[Variant], Check(min_items=1)]
+    seeds: Annotated[list[NonNegInt], Check(min_items=1, unique_items=True)]   # conversions per variant (one AR base)
     data: DataConfig
     ar: ArConfig
-    convert: ConvertConfig
+    convert: ConvertSection
     eval: EvalConfig
     analysis: AnalysisConfig
     hub: Hub

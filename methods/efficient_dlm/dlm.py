@@ -161,7 +161,13 @@ def decode_dlm(model, prompts, *, block, threshold, max_new, mask_id, pad_id, st
     prob) ≥ threshold, at least the most confident one. mode="cache": clean context in a KV cache
     (causal), the pending clean tokens (prompt, then the last finished block) go in the same forward
     as the next noisy block; mode="full": the whole sequence re-run with full attention each step
-    (Dream-like, no cache). Returns (generated ids [N, ≤max_new], nfe per row)."""
+    (Dream-like, no cache). Returns (generated ids [N, ≤max_new], nfe per row).
+
+    The mask token is never a prediction: its logit is set to −∞ before the softmax (the "zero
+    masking probabilities" of MDLM's SUBS parameterisation, Sahoo et al., arXiv 2406.07524, which
+    block diffusion, arXiv 2503.09573, keeps), so every forward commits ≥ 1
+    position of every unfinished row and a block takes at most `block` forwards. The loop is
+    also capped at `block` forwards per block, so decoding terminates whatever the model does."""
     ids, valid, start = _left_pad(prompts, pad_id)
     N, P = ids.shape
     nfe = torch.zeros(N, dtype=torch.long)
@@ -171,7 +177,7 @@ def decode_dlm(model, prompts, *, block, threshold, max_new, mask_id, pad_id, st
     for _ in range(math.ceil(max_new / block)):
         cur = torch.full((N, block), mask_id, dtype=torch.long)
         first = True
-        while True:
+        for _ in range(block):          # each forward commits ≥ 1 position per unfinished row
             still = (cur == mask_id) & ~done[:, None]
             if not still.any():
                 break
@@ -206,7 +212,9 @@ def decode_dlm(model, prompts, *, block, threshold, max_new, mask_id, pad_id, st
                     cache_valid = torch.cat([cache_valid, pend_valid], 1)
                 logits = logits[:, -block:]
             first = False
-            probs = torch.softmax(logits.float() / temperature, -1)
+            logits = logits.float().clone()
+            logits[..., mask_id] = float("-inf")         # never commit the mask token
+            probs = torch.softmax(logits / temperature, -1)
             conf, tok = probs.max(-1)
             conf = torch.where(still, conf, torch.full_like(conf, -1.0))
             commit = still & (conf >= threshold)

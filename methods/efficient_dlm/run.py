@@ -157,7 +157,7 @@ def convert(cfg: ConvertConfig, variant: str, ar: str, data: str, out: str):
         return {"input_ids": b["input_ids"], "labels": b["labels"], "step": s}
 
     rows = train(model, batch_fn, cfg.train, loss_fn=loss_fn, desc=f"convert {variant}")
-    save_model(model, tok, out, {"variant.json": json.dumps({"variant": variant, **spec}),
+    save_model(model, tok, out, {"variant.json": json.dumps({"variant": variant, "seed": cfg.seed, **spec}),
                                  "train_log.json": json.dumps(rows)})
     return rows[-1]
 
@@ -182,7 +182,8 @@ def _score(tok, gen, rows, nfe, decoded):
         correct.append(tok.decode(g[:cut]) == r["answer"])
         ntok.append(min(len(g), cut + 1))
     correct = np.array(correct)
-    res = {"acc": float(correct.mean()), "nfe": float(nfe.float().mean()),
+    res = {"acc": float(correct.mean()), "correct": [int(c) for c in correct],   # per prompt, for intervals
+           "nfe": float(nfe.float().mean()),
            "tpf": float(decoded.sum() / max(1, int(nfe.sum()))),
            "useful_tpf": float(sum(ntok) / max(1, int(nfe.sum())))}
     for task in dict.fromkeys(r["task"] for r in rows):
@@ -237,10 +238,11 @@ def evaluate(cfg: EvalConfig, ar: str, convs: list[str], data: str):
     for c in convs:
         spec = json.loads((Path(c) / "variant.json").read_text())
         model, tok = load_model(c)
+        seed = spec.get("seed", 0)
         for th in cfg.thresholds:
             r = decode_all(model, tok, rows, "dlm", cfg, th, spec)
-            out.append({"model": spec["variant"], "threshold": th, **r})
-            print(f"eval {spec['variant']} τ={th}: acc {r['acc']:.3f} tpf {r['tpf']:.2f}", flush=True)
+            out.append({"model": spec["variant"], "seed": seed, "threshold": th, **r})
+            print(f"eval {spec['variant']} seed {seed} τ={th}: acc {r['acc']:.3f} tpf {r['tpf']:.2f}", flush=True)
     return out
 
 

@@ -71,18 +71,26 @@ def _evaluate(a):
 
     from .config import EvalConfig
     from .evaluate import evaluate
-    from .report import claim_metrics, claim_notes, plot, table
 
     cli.set_threads(a.threads)
     cfg, hub = _split(a)
     t0 = time.perf_counter()
     res = evaluate(from_json(EvalConfig, cfg, "eval"), a.data, a.experts, a.sft, a.cdpo, a.out, hub)
     write_metrics(a.out, res, json.loads(a.config), None, time.perf_counter() - t0)
-    m = claim_metrics(res)
-    m["notes"] = claim_notes(res, m)
-    write_json(a.summary, m)
-    write_text(a.table, table(res))
-    plot(res, a.figure)
+
+
+def _aggregate(a):
+    from methods.core.results import read_json
+
+    from .report import claim_metrics, plot, table
+
+    d = json.loads(a.config)
+    if not isinstance(d, dict) or not isinstance(d.get("seeds"), list):
+        raise InputError("aggregate: config must be {\"seeds\": [...]} (fusionroute.seeds)")
+    evals = [read_json(p) for p in a.evals]
+    write_json(a.summary, claim_metrics(evals, d["seeds"]))
+    write_text(a.table, table(evals, d["seeds"]))
+    plot(evals, a.figure)
 
 
 def build_parser():
@@ -97,9 +105,12 @@ def build_parser():
     s = step("cdpo", _cdpo, "preference pairs from SFT-FusionRoute, then complemented DPO",
              "data", "router", "out", "prefs", threads=True)
     s.add_argument("--experts", nargs="+", required=True)
-    s = step("evaluate", _evaluate, "exact match of every system, costs, summary, table, figure",
-             "data", "sft", "cdpo", "out", "summary", "table", "figure", threads=True)
+    s = step("evaluate", _evaluate, "exact match of every system on every test prompt, costs (one replicate)",
+             "data", "sft", "cdpo", "out", threads=True)
     s.add_argument("--experts", nargs="+", required=True)
+    s = step("aggregate", _aggregate, "replicates pooled: claim metrics with Wilson intervals, table, figure",
+             "summary", "table", "figure")
+    s.add_argument("--evals", nargs="+", required=True)
     return p
 
 

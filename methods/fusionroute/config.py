@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from methods.core.config import Check, NonNeg, PosInt, Positive, Prob
+from methods.core.config import Check, NonNeg, NonNegInt, PosInt, Positive, Prob
 from methods.core.models import ModelConfig
 from methods.core.results import InputError
 from methods.core.train import TrainConfig
@@ -88,8 +88,22 @@ class Config:
     router: RouterConfig
     cdpo: CDPOConfig
     eval: EvalConfig
-    seed: int
+    # independent replicates of the whole pipeline (data, experts, router, CDPO, evaluation):
+    # replicate s moves every seed of the section by SEED_STRIDE·s (s = 0: the seeds as written)
+    seeds: Annotated[list[NonNegInt], Check(min_items=1, unique_items=True)]
     hub: Hub
+
+
+SEED_STRIDE = 1000
+
+
+def replicate_section(section: dict, seed: int) -> dict:
+    """A step section for replicate `seed`: its `seed` / `init_seed` moved by SEED_STRIDE·seed."""
+    out = dict(section)
+    for k in ("seed", "init_seed"):
+        if k in out:
+            out[k] = int(out[k]) + SEED_STRIDE * int(seed)
+    return out
 
 
 def paper_guard(hub: Hub, step: str) -> None:

@@ -15,6 +15,14 @@ from .experts import load_experts
 from .router import load_router
 
 
+def em_by_domain(correct: list[int], domains: list[str]) -> dict:
+    """Exact match (%) per domain and the macro-average over domains of 0/1 outcomes."""
+    em = {d: 100.0 * sum(c for c, x in zip(correct, domains) if x == d) / max(1, domains.count(d))
+          for d in D.DOMAINS}
+    em["macro"] = sum(em[d] for d in D.DOMAINS) / len(D.DOMAINS)
+    return em
+
+
 def merge(experts):
     """Uniform weight average of the experts (same architecture, same init)."""
     import copy
@@ -53,24 +61,28 @@ def evaluate(ev: EvalConfig, data_dir, expert_dirs, sft_dir, cdpo_dir, out, hub:
                     "expert_only_routing": make_step("expert_only", sft, experts),
                     "fusionroute_sft": make_step("fusionroute", sft, experts),
                     "fusionroute": make_step("fusionroute", fin, experts)})
-    em, timing, samples = {}, {}, {}
+    em, timing, samples, correct, outputs = {}, {}, {}, {}, {}
     for name, step in systems.items():
         t0 = time.perf_counter()
         outs = decode(step, tok, prompts, ev.max_new_tokens, ev.batch_size)
         dt = time.perf_counter() - t0
         ntok = sum(len(o) for o in outs)     # char tokenizer: one token per character
         timing[name] = {"decode_s": dt, "tokens": ntok, "s_per_token": dt / max(ntok, 1)}
-        em[name] = {d: 100.0 * sum(o == t["answer"] for o, t in zip(outs, test) if t["domain"] == d)
-                    / max(1, sum(t["domain"] == d for t in test)) for d in D.DOMAINS}
-        em[name]["macro"] = sum(em[name][d] for d in D.DOMAINS) / len(D.DOMAINS)
+        correct[name] = [int(o == t["answer"]) for o, t in zip(outs, test)]
+        em[name] = em_by_domain(correct[name], [t["domain"] for t in test])
+        outputs[name] = outs
         samples[name] = [{"prompt": t["prompt"], "gold": t["answer"], "out": o} for t, o in list(zip(test, outs))[::25]]
         print(f"{name}: {em[name]}", file=sys.stderr)
+    # test prompts whose greedy output CDPO changed (SFT-FusionRoute vs SFT+CDPO-FusionRoute)
+    cdpo_changed = sum(a != b for a, b in zip(outputs["fusionroute_sft"], outputs["fusionroute"]))
     # sequence-level routing with an oracle domain label (comp: the best expert, an upper bound)
-    seq = {d: em[f"expert_{d}"][d] for d in D.EXPERT_DOMAINS}
-    seq["comp"] = max(em[f"expert_{d}"]["comp"] for d in D.EXPERT_DOMAINS)
-    seq["macro"] = sum(seq[d] for d in D.DOMAINS) / len(D.DOMAINS)
-    em["seq_level_oracle"] = seq
+    doms = [t["domain"] for t in test]
+    comp_best = max(D.EXPERT_DOMAINS, key=lambda d: em[f"expert_{d}"]["comp"])
+    correct["seq_level_oracle"] = [correct[f"expert_{comp_best if x == 'comp' else x}"][i] for i, x in enumerate(doms)]
+    em["seq_level_oracle"] = em_by_domain(correct["seq_level_oracle"], doms)
     cost = costs({"expert": experts[0], "router": sft.lm}, ev)
     cost["fusionroute_flops_per_token"] = (cost["router"]["flops_per_token_counted"]
                                            + cost["expert"]["flops_per_token_counted"])
-    return {"em": em, "timing": timing, "costs": cost, "samples": samples}
+    return {"em": em, "correct": correct, "domains": [t["domain"] for t in test],
+            "cdpo_changed": {"k": int(cdpo_changed), "n": len(test)},
+            "timing": timing, "costs": cost, "samples": samples}

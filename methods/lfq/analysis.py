@@ -20,9 +20,16 @@ def _rows(evals: list[dict]) -> list[dict]:
             name = r["model"]
             variant = "fp" if name == "fp" else name[: -len(e["setting"]) - 1]
             out.append({"setting": e["setting"], "variant": variant,
-                        **{k: v for k, v in r.items() if k not in ("model", "lm_eval")},
+                        **{k: v for k, v in r.items() if k not in ("model", "lm_eval", *PER_UNIT)},
+                        **{k: r[k] for k in PER_UNIT if k in r},
                         **{f"lm_eval:{t}": _em(res) for t, res in r.get("lm_eval", {}).items()}})
     return out
+
+
+# per-prompt EM hits and per-sequence KL / top-1 agreement (evaluate.py): resampled for intervals,
+# kept out of table.csv
+PER_UNIT = ("em_hits", "kl_seq", "top1_seq")
+N_BOOT = 2000
 
 
 def _em(res: dict):
@@ -32,7 +39,22 @@ def _em(res: dict):
     return None
 
 
+def _bootstrap(stat, units: dict, n: int, method: str) -> dict:
+    """95% percentile bootstrap of `stat(arrays)` resampling the n paired units (prompts or
+    held-out sequences; the same draw for every variant and setting), seed 0, N_BOOT draws."""
+    import numpy as np
+
+    from methods.core.stats import interval_record
+
+    rng = np.random.default_rng(0)
+    draws = [stat({k: v[idx] for k, v in units.items()}) for idx in rng.integers(0, n, size=(N_BOOT, n))]
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return interval_record(float(lo), float(hi), method=method, n=n)
+
+
 def claim_metrics(rows: list[dict], cfg: AnalysisConfig, buckets: list[int]) -> dict:
+    import numpy as np
+
     by = {(r["setting"], r["variant"]): r for r in rows}
     settings = sorted({r["setting"] for r in rows})
     per, notes = {}, {}
@@ -60,11 +82,64 @@ def claim_metrics(rows: list[dict], cfg: AnalysisConfig, buckets: list[int]) -> 
         "c4_kl_ablation_order": all(p["kl_order"] for p in per.values()),
         "per_setting": per,
     }
+    # ---- guard metrics: does the task separate quantizers at all? (tiny: it did not, every
+    # variant was at EM ≈ 1; README "Changes to the tiny setting")
+    longest = buckets[-1]
+    fp = next((r for r in rows if r["variant"] == "fp"), None)
+    if fp is not None:
+        metrics["fp_em_longest"] = fp[f"em_{longest}"]
+        low = min(settings, key=lambda s: int(s[1:].split("g")[0]))          # the fewest bits, e.g. w2g32
+        if (low, "rtn") in by:
+            metrics["rtn_lowbit_em_drop"] = fp[f"em_{longest}"] - by[(low, "rtn")][f"em_{longest}"]
+        if (low, "rtn") in by:
+            metrics["rtn_lowbit_ppl_rel_increase"] = by[(low, "rtn")]["ppl"] / fp["ppl"] - 1
+        metrics["mse_em_headroom_max"] = max(fp[f"em_{longest}"] - by[(s, cfg.mse_variant)][f"em_{longest}"]
+                                             for s in settings)
+    # ---- intervals: paired bootstraps over the held-out prompts (EM) and sequences (KL, top-1);
+    # one FP model and one quantization seed, so they cover the evaluation sample only
+    intervals, inconclusive = {}, {}
+    pairs = [(s, by[(s, cfg.mse_variant)], by[(s, cfg.lfq_variant)]) for s in settings]
+    if all("em_hits" in m and "em_hits" in l for _, m, l in pairs):
+        units = {f"{s}:{k}:{v}": np.asarray(r["em_hits"][str(k)], float)
+                 for s, m, l in pairs for v, r in (("mse", m), ("lfq", l)) for k in buckets}
+        n = len(next(iter(units.values())))
+        cells = [(s, k) for s, _, _ in pairs for k in buckets]
+        intervals["c2b_em_gap_min"] = _bootstrap(
+            lambda u: min(u[f"{s}:{k}:lfq"].mean() - u[f"{s}:{k}:mse"].mean() for s, k in cells), units, n,
+            "paired bootstrap over prompts (min over settings × lengths)")
+        longest_iv = {s: _bootstrap(lambda u, s=s: u[f"{s}:{longest}:lfq"].mean() - u[f"{s}:{longest}:mse"].mean(),
+                                    units, n, "paired bootstrap over prompts") for s in settings}
+        for s_, iv in longest_iv.items():
+            per[s_]["em_gap_longest_interval"] = iv
+        if all(iv["lo"] <= 0 <= iv["hi"] for iv in longest_iv.values()):
+            inconclusive["c2c_em_gap_nondecreasing"] = (
+                f"no measurable EM gain of LFQ over MSE at length {longest} in any setting (95% intervals "
+                + "; ".join(f"{s}: [{iv['lo']:+.2f}, {iv['hi']:+.2f}]" for s, iv in longest_iv.items())
+                + "): there is no gain whose growth with length could be read")
+    if all("kl_seq" in m and "kl_seq" in l for _, m, l in pairs):
+        units = {f"{s}:{v}:{q}": np.asarray(r[q], float)
+                 for s, m, l in pairs for v, r in (("mse", m), ("lfq", l)) for q in ("kl_seq", "top1_seq")}
+        n = len(next(iter(units.values())))
+        intervals["c1_kl_ratio_max"] = _bootstrap(
+            lambda u: max(u[f"{s}:lfq:kl_seq"].mean() / u[f"{s}:mse:kl_seq"].mean() for s in settings), units, n,
+            "paired bootstrap over held-out sequences (max over settings)")
+        intervals["c2a_top1_gap_min"] = _bootstrap(
+            lambda u: min(u[f"{s}:lfq:top1_seq"].mean() - u[f"{s}:mse:top1_seq"].mean() for s in settings), units, n,
+            "paired bootstrap over held-out sequences (min over settings)")
+    if intervals:
+        metrics["intervals"] = intervals
+    if inconclusive:
+        metrics["inconclusive"] = inconclusive
     fmt = lambda f: "; ".join(f"{s}: {f(p)}" for s, p in per.items())  # noqa: E731
     notes["c1_kl_ratio_max"] = "KL(LFQ)/KL(MSE) " + fmt(lambda p: f"{p['kl_ratio']:.3f}")
     notes["c2a_top1_gap_min"] = "top-1 agreement LFQ − MSE " + fmt(lambda p: f"{p['top1_gap']:+.4f}")
     notes["c2b_em_gap_min"] = f"EM gaps LFQ − MSE at lengths {buckets} " + fmt(
         lambda p: "[" + ", ".join(f"{g:+.2f}" for g in p["em_gaps"]) + "]")
+    if fp is not None:
+        notes["c2b_em_gap_min"] += (f"; EM at length {longest}: FP {fp[f'em_{longest}']:.2f}, " + "; ".join(
+            f"{s} " + ", ".join(f"{v} {by[(s, v)][f'em_{longest}']:.2f}" for v in
+                                 dict.fromkeys(["rtn", cfg.mse_variant, cfg.lfq_variant]) if (s, v) in by)
+            for s in settings))
     notes["c2c_em_gap_nondecreasing"] = notes["c2b_em_gap_min"]
     notes["c3_ppl_rel_diff_max"] = "|ΔPPL|/PPL_MSE " + fmt(lambda p: f"{p['ppl_rel_diff']:.4f}")
     notes["c4_kl_ablation_order"] = "KL mse / headmse / lfq " + fmt(
@@ -98,8 +173,8 @@ def report(cfg: AnalysisConfig, evals: list[dict], table_path, summary_path, fig
     if not evals:
         raise InputError("report: no evaluation files")
     rows = _rows(evals)
-    buckets = sorted(int(k[3:]) for k in rows[0] if k.startswith("em_"))
-    cols = list(rows[0])
+    buckets = sorted(int(k[3:]) for k in rows[0] if k.startswith("em_") and k[3:].isdigit())
+    cols = [c for c in rows[0] if c not in PER_UNIT]
     lines = ["# Generated by python -m methods.lfq report", ",".join(cols)]
     for r in rows:
         lines.append(",".join(f"{r[c]:.6g}" if isinstance(r[c], float) else str(r[c]) for c in cols))

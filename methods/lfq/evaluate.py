@@ -66,6 +66,18 @@ def kl_and_agreement(fp_logits, q_logits) -> tuple[float, float]:
     return kl / n, agree / n
 
 
+def kl_and_agreement_per_seq(fp_logits, q_logits) -> tuple[list[float], list[float]]:
+    """Per held-out sequence: mean over its tokens of KL(p_FP‖p_Q) and of top-1 agreement (the
+    units the analysis resamples for its intervals; every sequence has seq_len tokens, so the
+    mean of these equals `kl_and_agreement`'s token means)."""
+    kl, agree = [], []
+    for zf, zq in zip(fp_logits, q_logits):
+        lf, lq = F.log_softmax(zf, -1), F.log_softmax(zq, -1)
+        kl += (lf.exp() * (lf - lq)).sum(-1).mean(-1).tolist()
+        agree += (lf.argmax(-1) == lq.argmax(-1)).float().mean(-1).tolist()
+    return kl, agree
+
+
 @torch.no_grad()
 def greedy(model, tok, prompts: list[str], n_new: int, batch: int) -> list[list[int]]:
     """Greedy continuations (token ids) of every prompt; prompts of equal token length are
@@ -121,10 +133,18 @@ def evaluate_models(cfg: EvalConfig, fp_dir, model_dirs: list, data_dir) -> list
             gen = fp_gen if d == fp_dir else greedy(model, tok, prompts, n_new, cfg.batch_size)
             text = [tok.decode(g).replace(" ", "") for g in gen]
             row = {"model": Path(d).name, "ppl": _ppl(model, ppl_batches)}
-            row["kl"], row["top1_agree"] = ((0.0, 1.0) if d == fp_dir
-                                            else kl_and_agreement(fp_logits, _logits(model, kl_batches)))
+            if d == fp_dir:
+                row["kl"], row["top1_agree"] = 0.0, 1.0
+            else:
+                q_logits = _logits(model, kl_batches)
+                row["kl"], row["top1_agree"] = kl_and_agreement(fp_logits, q_logits)
+                # per sequence (and per prompt below): the units of the analysis's bootstrap intervals
+                row["kl_seq"], row["top1_seq"] = kl_and_agreement_per_seq(fp_logits, q_logits)
+            row["em_hits"] = {}
             for k in cfg.buckets:
-                row[f"em_{k}"] = sum(t[:k] == r["answer"][:k] for t, r in zip(text, recs)) / len(recs)
+                hits = [int(t[:k] == r["answer"][:k]) for t, r in zip(text, recs)]
+                row[f"em_{k}"] = sum(hits) / len(recs)
+                row["em_hits"][str(k)] = hits
             row["first_divergence"] = sum(_first_divergence(g, f) for g, f in zip(gen, fp_gen)) / len(gen)
             if cfg.lm_eval_tasks:
                 res = run_lm_eval(model, tok, cfg.lm_eval_tasks, include, cfg.batch_size, limit=cfg.lm_eval_limit)

@@ -204,7 +204,35 @@ def step_theory(cfg: dict, data: str, emb: str, out: str) -> dict:
     return res
 
 
-def summarize(table: list[dict], entries: dict, theory: dict) -> dict:
+def _paired(rows: list[dict], a: tuple, b: tuple, category: str, key: str) -> tuple[list, list]:
+    """Per-question values of `key` for runs a and b (store, policy) on the questions of `category`
+    where both are defined, paired by question id."""
+    va = {r["qid"]: r[key] for r in rows if (r["store"], r["policy"]) == a and r["category"] == category
+          and r[key] is not None}
+    vb = {r["qid"]: r[key] for r in rows if (r["store"], r["policy"]) == b and r["category"] == category
+          and r[key] is not None}
+    q = sorted(set(va) & set(vb))
+    return [float(va[i]) for i in q], [float(vb[i]) for i in q]
+
+
+def question_intervals(rows: list[dict]) -> dict:
+    """95% paired bootstrap intervals over questions (methods.core.stats.paired_bootstrap_diff)
+    of the per-question differences behind C1a, C1b and C3b: one conversation generator seed, so
+    the questions are the replicates."""
+    from methods.core.stats import paired_bootstrap_diff
+
+    out = {}
+    for metric, a, b, cat, key in (
+            ("c1_policy_minus_semantic", ("memora", "policy"), ("memora", "semantic"), "multi_hop", "recall"),
+            ("c1_policy_minus_rag", ("memora", "policy"), ("rag", "semantic"), "multi_hop", "recall"),
+            ("c3_ku_gain", ("memora", "semantic"), ("factstore", "semantic"), "knowledge_update", "ku_ok")):
+        x, y = _paired(rows, a, b, cat, key)
+        if len(x) >= 2:
+            out[metric] = paired_bootstrap_diff(x, y)
+    return out
+
+
+def summarize(table: list[dict], entries: dict, theory: dict, rows: list[dict] | None = None) -> dict:
     def get(store, policy, cat, key):
         for r in table:
             if (r["store"], r["policy"], r["category"]) == (store, policy, cat):
@@ -238,6 +266,13 @@ def summarize(table: list[dict], entries: dict, theory: dict) -> dict:
     # an empty memory retrieves nothing: its zero context says nothing about C4
     m["c4_token_ratio"] = None if tok is None or not hist or entries.get("memora") == 0 else tok / hist
     m["c5_d1_exact"] = bool(theory["d1_exact"])
+    # guard metrics: how many questions each comparison has, and RAG's headroom (C1b)
+    m["n_multi_hop"] = next((r["n"] for r in table if (r["store"], r["policy"], r["category"])
+                             == ("memora", "policy", "multi_hop")), 0)
+    m["n_knowledge_update"] = next((r["n"] for r in table if (r["store"], r["policy"], r["category"])
+                                    == ("memora", "semantic", "knowledge_update")), 0)
+    m["c1_rag_multi_recall"] = rag
+    m["intervals"] = question_intervals(rows) if rows else {}
     return m
 
 
@@ -257,7 +292,7 @@ def step_aggregate(cfg: dict, runs: list[str], builds: list[str], theory: str,
         entries[info["store"]] = info["entries"]
         if info.get("llm_calls"):
             replies[info["store"]] = {"calls": info["llm_calls"], "unparsed": info["llm_unparsed"]}
-    m = summarize(table, entries, read_json(theory))
+    m = summarize(table, entries, read_json(theory), rows)
     ga, gn = m["c2_gap_with_anchors"], m["c2_gap_without_anchors"]
     sim = ("tiny: extraction, consolidation, anchors and the REFINE/EXPAND/STOP policy are "
            "TemplateMemoraLLM, a deterministic simulator standing in for gpt-4.1-mini"

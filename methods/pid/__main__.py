@@ -141,6 +141,8 @@ def _reweight(a):
     w_pid = weights_from(sc, rc)
     test = data["test"]
     syn = test["fam"] == 3
+    with torch.no_grad():
+        base_syn_acc = float((base(test).argmax(1).numpy() == test["y"])[syn].mean())
     res = {"uniform": [], "pid": [], "random": []}
     for seed in rc.seeds:
         rng = np.random.default_rng(1000 + seed)
@@ -154,7 +156,7 @@ def _reweight(a):
     fam = items["fam"][gap_items]
     write_metrics(a.out, {"runs": res, "gap_family_counts": {f: int((fam == k).sum()) for k, f in
                                                              enumerate(("RED", "U_TXT", "U_VIS", "SYN"))},
-                          "n_shortcut": int((w_pid == rc.shortcut_weight).sum())}, full)
+                          "n_shortcut": int((w_pid == rc.shortcut_weight).sum()), "base_syn_acc": base_syn_acc}, full)
 
 
 def _aggregate(a):

@@ -7,6 +7,7 @@ import numpy as np
 
 from methods.core.plots import figure, save
 from methods.core.results import write_metrics, write_text
+from methods.core.stats import t_interval
 
 from .config import AnalysisConfig
 
@@ -43,12 +44,28 @@ def summarize(cfg: AnalysisConfig, pid: dict, inter: list, rew: dict, summary, t
     mean = {k: statistics.fmean(r["syn_acc"] for r in v) for k, v in runs.items()}
     sd = {k: (statistics.stdev([r["syn_acc"] for r in v]) if len(v) > 1 else 0.0) for k, v in runs.items()}
     gain = mean["pid"] - mean["uniform"]
+    # C4 over seeds: per-seed paired difference (same seed → same fine-tuning batches), t interval
+    by_seed = {k: {r["seed"]: r["syn_acc"] for r in v} for k, v in runs.items()}
+    seeds = sorted(set(by_seed["pid"]) & set(by_seed["uniform"]))
+    diffs = [by_seed["pid"][sd_] - by_seed["uniform"][sd_] for sd_ in seeds]
+    intervals = {}
+    if len(diffs) >= 2:
+        intervals["c4_syn_acc_gain"] = t_interval(diffs)
+    # guard metrics: spreads of the C2 series (a Spearman ρ of a flat series measures nothing), the
+    # information the profile's SYN decisions and the omni decisions carry, C4's headroom
+    rng_ = lambda v: float(max(v) - min(v)) if v else None  # noqa: E731
     notes["c4_syn_acc_gain"] = ("SYN acc mean±sd over seeds: " + ", ".join(f"{k} {mean[k]:.3f}±{sd[k]:.3f}" for k in mean)
                                 + f"; top-K gap items per family {rew['gap_family_counts']}")
     if omni:
         notes["c3_uvis_minus_sav"] = f"Sensory PID (bits): U_vis {omni['U_vis']:.3f}, S_av {omni['S_av']:.3f}, U_aud {omni['U_aud']:.3f}, R {omni['R_sens']:.3f}"
     metrics = {"c1_families_largest_atom": n_ok, "c1_syn_s_frac": syn_frac, "c2_rho_s_delta": rho_s,
                "c2_rho_utxt_delta": rho_u, "c3_uvis_minus_sav": margin, "c4_syn_acc_gain": gain,
+               "c1_syn_info": prof["SYN"]["I"], "c2_n_configs": len(vl), "c2_s_range": rng_(s),
+               "c2_utxt_range": rng_(ut), "c2_delta_range": rng_(dv),
+               "c3_sensory_info": omni["I"] if omni else None,
+               "c4_uniform_syn_acc": mean["uniform"], "c4_base_syn_acc": rew.get("base_syn_acc"),
+               "c4_gap_syn_items": rew["gap_family_counts"]["SYN"], "c4_n_seeds": len(diffs),
+               "intervals": intervals,
                "profile": prof, "largest_atom": largest, "c2_points": [{"config": r["config"], "S": a, "U_txt": b,
                                                                         "delta_vision": c} for r, a, b, c in zip(vl, s, ut, dv)],
                "sensory": omni, "reweight_syn_acc": {"mean": mean, "sd": sd}, "notes": notes}

@@ -8,10 +8,13 @@ from torch import nn
 
 from .config import PIDConfig, ReweightConfig, TrainConfig
 from .estimators import batch_pid, batch_pid_avg, conditional_pid
-from .synth import AUD_VOCAB, FAMILIES, IMG_VOCAB, N_CLASSES, TXT_VOCAB
+from .synth import AUD_VOCAB, FAMILIES, IMG_VOCAB, N_CLASSES, TXT_VOCAB, av_question
 
 MODS = {"vl": ("img", "txt"), "av": ("img", "aud", "txt")}
 VOCAB = {"img": IMG_VOCAB, "txt": TXT_VOCAB, "aud": AUD_VOCAB}
+# the two sources of each PID, the modalities `decisions` masks one at a time (the omni model's
+# text is the Sensory PID's control variable, never masked)
+MASKED = {"vl": ("img", "txt"), "av": ("img", "aud")}
 
 
 class Fusion(nn.Module):
@@ -58,8 +61,9 @@ def subset(d: dict, idx) -> dict:
 
 def train_mix(cfg: TrainConfig, data: dict, mix: str) -> dict:
     """Train one model; returns {checkpoint name: state_dict}. Mixture weights reweight the
-    family-balanced pool by sampling; with probability mask_prob one modality of an item is
-    replaced by calibrated noise (modality dropout, so masked conditionals are in-distribution)."""
+    family-balanced pool by sampling; with probability mask_prob one of the two PID sources of an
+    item (MASKED) is replaced by calibrated noise (modality dropout, so the masked conditionals
+    that `decisions` reads are in-distribution)."""
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
@@ -83,7 +87,7 @@ def train_mix(cfg: TrainConfig, data: dict, mix: str) -> dict:
         logits_full = model(b, gen=gen)
         loss = nn.functional.cross_entropy(logits_full, torch.as_tensor(b["y"]), reduction="none")
         if cfg.mask_prob > 0:
-            for m in ("img", "txt"):
+            for m in MASKED["av" if mix == "omni" else "vl"]:
                 sel = rng.random(cfg.batch_size) < cfg.mask_prob / 2
                 if sel.any():
                     lm = model(subset(b, np.flatnonzero(sel)), masks={m: stats[m]}, gen=gen)
@@ -142,12 +146,13 @@ def _kw(pc: PIDConfig) -> dict:
 
 def pid_of(pc: PIDConfig, dec: dict, test: dict, omni: bool, families: bool = True) -> dict:
     """Decision-level PID (bits): pooled over the test set and per task family; for the omni model
-    the Sensory PID on AV-fusion items with the text paraphrase as the control variable."""
+    the Sensory PID I(Y; V, A | T) on AV-fusion items, T = the text's question (the instruction
+    that, with V and A, determines the answer; synth.av_items), one BATCH estimate per question."""
     f1 = onehot(test["img"], IMG_VOCAB)
     if omni:
         m = test["fusion"]
         f2 = onehot(test["aud"], AUD_VOCAB)
-        t = test["txt"][m, 1]
+        t = av_question(test)[m]
         kw = {**_kw(pc), "n_batches": max(1, pc.n_batches // len(np.unique(t)))}
         r = conditional_pid(t, f1[m], f2[m], dec["p_1"][m], dec["p_2"][m], dec["p_full"][m], **kw)
         return {"sensory": {"U_vis": r["U1"], "U_aud": r["U2"], "R_sens": r["R"], "S_av": r["S"], "I": r["I"]}}
@@ -165,20 +170,16 @@ def pid_of(pc: PIDConfig, dec: dict, test: dict, omni: bool, families: bool = Tr
 
 def pid_scores(pc: PIDConfig, model, profile, items) -> dict:
     """Per-sample SR, SC, FP and GapScore (the paper's per-sample scores, via a
-    third-party note, NV) from BATCH local atoms, batch by batch."""
+    third-party note, NV) from BATCH local atoms: one coupling trained over all the items'
+    batches, local atoms of every item."""
     stats = emb_stats(model, profile)
     p12 = probs(model, items)
     p1 = probs(model, items, {"txt": stats["txt"]}, 1)
     p2 = probs(model, items, {"img": stats["img"]}, 2)
     f1, f2 = onehot(items["img"], IMG_VOCAB), onehot(items["txt"], TXT_VOCAB)
-    n = len(p12)
-    loc = {k: np.zeros(n) for k in ("S", "U2", "R", "U1", "I")}
-    for s in range(0, n, pc.batch_size):
-        i = np.arange(s, min(n, s + pc.batch_size))
-        r = batch_pid(f1[i], f2[i], p1[i], p2[i], p12[i], epochs=pc.epochs, lr=pc.lr,
-                      sinkhorn_iters=pc.sinkhorn_iters, sinkhorn_tol=pc.sinkhorn_tol, seed=pc.seed + s)
-        for k in loc:
-            loc[k][i] = r["local"][k]
+    r = batch_pid(f1, f2, p1, p2, p12, batch_size=pc.batch_size, epochs=pc.epochs, lr=pc.lr,
+                  sinkhorn_iters=pc.sinkhorn_iters, sinkhorn_tol=pc.sinkhorn_tol, seed=pc.seed)
+    loc = r["local"]          # every item, in order (no n_batches cap)
     eps = 1e-6
     ipos = sum(np.clip(loc[k], 0, None) for k in ("S", "U1", "U2", "R"))
     sr = np.clip(loc["S"], 0, None) / (ipos + eps)

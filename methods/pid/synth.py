@@ -10,9 +10,12 @@ Bimodal task families (image slots: colour, shape, digit, scene = family marker)
   U_TXT Y = the text's value word mod 4; the image is random (text only)
   U_VIS Y = shape mod 4; the text's value word is random (image only)
   SYN   Y = (digit + text value) mod 4 (XOR-like: neither alone says anything)
-Omni AV items (text = one instruction in one of 8 paraphrases): image slot 0 = visual attribute v,
-audio slot 0 = audio attribute a. AV-fusion items have Y = (v + a) mod 4; "vision-only" items
-Y = v mod 4. The vision-dominant training mix has `vision_only_frac` of vision-only items.
+Omni AV items: image slot 0 = visual attribute v, audio slot 0 = audio attribute a, and the
+text is a question: its value word q in 0..3 (N_QUESTIONS) names the question, here an answer
+offset. AV-fusion items have Y = (v + a + q) mod 4; "vision-only" items Y = (v + q) mod 4. The
+vision-dominant training mix has `vision_only_frac` of vision-only items (nothing marks them).
+The question is the text T the paper's Sensory PID conditions on, I(Y; V, A | T): it is
+independent of (V, A) and, with them, determines Y (I(Y; T | V, A) = 2 bits on fusion items).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ IMG_VOCAB = 32
 TXT_VOCAB = 29            # 5 task words, 8 fillers, 8 value words, 8 fillers
 AUD_VOCAB = 32
 AV_WORD = 4
+N_QUESTIONS = 4          # omni items: the text's question (value word 0..3)
 
 
 @dataclass
@@ -62,14 +66,21 @@ def vl_items(n: int, fam_probs, rng) -> dict:
 
 
 def av_items(n: int, vision_only_frac: float, rng) -> dict:
-    """n omni items; a `vision_only_frac` share has Y = v, the rest are AV-fusion (Y = v + a)."""
+    """n omni items with question q: a `vision_only_frac` share has Y = (v + q) mod 4, the rest
+    are AV-fusion, Y = (v + a + q) mod 4."""
     v, a = rng.integers(0, 8, n), rng.integers(0, 8, n)
+    q = rng.integers(0, N_QUESTIONS, n)
     vision_only = rng.random(n) < vision_only_frac
-    y = np.where(vision_only, v % 4, (v + a) % 4).astype(np.int64)
+    y = np.where(vision_only, (v + q) % 4, (v + a + q) % 4).astype(np.int64)
     img = _patches(np.concatenate([v[:, None], rng.integers(0, 8, (n, 2)), np.full((n, 1), 4)], 1))
     aud = _patches(np.concatenate([a[:, None], rng.integers(0, 8, (n, 3))], 1))
-    txt = _text(rng, np.full(n, AV_WORD), rng.integers(0, 8, n))
+    txt = _text(rng, np.full(n, AV_WORD), q)
     return {"img": img, "aud": aud, "txt": txt, "y": y, "fusion": ~vision_only}
+
+
+def av_question(items: dict) -> np.ndarray:
+    """The question q of omni items (the text's value word): the Sensory PID's control variable T."""
+    return items["txt"][:, 2] - 13
 
 
 def build(cfg: DataConfig) -> dict:

@@ -70,7 +70,7 @@ def _metrics(a):
 
     from .analysis import analyse, figure
     from .config import AnalysisConfig, JudgeConfig
-    from .run import judge
+    from .run import judge, reference_labels
 
     t0 = time.perf_counter()
     cfg = json.loads(a.config)
@@ -81,20 +81,32 @@ def _metrics(a):
     from_dict(JudgeConfig, cfg["judge"], "pse.judge")
     scen = {s["id"]: s for s in read_jsonl(a.scenarios)}
     labels = {}
+    judged: list[tuple[list[dict], list[list[int]]]] = []   # the primary agent's answers and their labels
     for path in a.runs:
         rows = read_jsonl(path)
-        labels[Path(path).stem] = dict(zip([r["id"] for r in rows], judge(scen, rows, cfg["judge"])))
+        lab = judge(scen, rows, cfg["judge"])
+        labels[Path(path).stem] = dict(zip([r["id"] for r in rows], lab))
+        if Path(path).stem == cfg["primary"]:
+            judged.append((rows, lab))
     prow = read_jsonl(a.pipeline)
-    pipe = dict(zip([r["id"] for r in prow], judge(scen, prow, cfg["judge"])))
+    plab = judge(scen, prow, cfg["judge"])
+    pipe = dict(zip([r["id"] for r in prow], plab))
+    judged.append((prow, plab))
     defs = {}
     for path in a.defences:
         rows = read_jsonl(path)
-        final = judge(scen, rows, cfg["judge"])
-        draft = judge(scen, [{"id": r["id"], "answers": [r["draft"]]} for r in rows], cfg["judge"])
+        drows = [{"id": r["id"], "answers": [r["draft"]]} for r in rows]
+        final, draft = judge(scen, rows, cfg["judge"]), judge(scen, drows, cfg["judge"])
+        judged += [(rows, final), (drows, draft)]
         defs[Path(path).stem.removeprefix("def_")] = {
             r["id"]: {"final": f[0], "draft": d[0], "flagged": r["flagged"]} for r, f, d in zip(rows, final, draft)}
     planted = cfg["planted"]
-    metrics, tables = analyse(scen, labels, pipe, defs, planted, cfg["primary"], acfg)
+    # judge agreement: the judge's labels of the primary agent's answers against reference labels
+    all_rows = [r for rows, _ in judged for r in rows]
+    ref = reference_labels(scen, all_rows, cfg["judge"], planted is not None)
+    agreement = None if ref is None else (
+        [y for _, lab in judged for ys in lab for y in ys], [y for ys in ref[0] for y in ys], ref[1])
+    metrics, tables = analyse(scen, labels, pipe, defs, planted, cfg["primary"], acfg, agreement)
     out = Path(a.tables)
     out.mkdir(parents=True, exist_ok=True)
     for name, rows in tables.items():

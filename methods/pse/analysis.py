@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from methods.core.stats import interval_record
+
 from .config import AnalysisConfig
 from .scenarios import TYPES
-from .stats import compounding, fit_hazard, slope_ci, wilson
+from .stats import cohen_kappa, compounding, fit_hazard, slope_ci, wilson
 
 SIM_NOTE = ("SimAgent is a scripted simulator with planted probabilities standing in for an "
             "instruction-tuned tool-using LLM agent (and for the D1 verifier); at this scale the "
@@ -18,6 +20,19 @@ def planted_rate(p: dict, ctype: str, N: int, T: int, P: int, t: int) -> float:
         return 0.0
     s = p["susceptibility"][ctype] * (1.0 if T else p["trigger_gain"]) * (p["p_carry"] if P else 1.0)
     return s * (1 - p["hazard"].get(ctype, 0.0)) ** t
+
+
+def ratio_interval(first, last, conf: float, *, n_resamples: int = 2000, seed: int = 0) -> dict:
+    """Percentile bootstrap interval (resampling pipelines) of mean(last) / mean(first), the
+    last/first stage contamination factor; a resample whose first stage is never contaminated is
+    dropped (its ratio is undefined)."""
+    first, last = np.asarray(first, float), np.asarray(last, float)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(first), (n_resamples, len(first)))
+    f, l_ = first[idx].mean(axis=1), last[idx].mean(axis=1)
+    r = l_[f > 0] / f[f > 0]
+    lo, hi = np.quantile(r, [(1 - conf) / 2, (1 + conf) / 2])
+    return interval_record(float(lo), float(hi), method="bootstrap ratio", n=len(first), level=conf)
 
 
 def _rate(k, n, conf):
@@ -42,7 +57,7 @@ def _factorial(scen: dict, labels: dict, planted: dict | None, primary: str,
     simulator), the fraction of cells whose CI holds the planted rate, the largest contamination
     with and without name binding, and each agent's susceptibility (the N = 1 rate).
     Returns (metrics, rows, notes)."""
-    rows, in_ci, susc = [], [], {}
+    rows, in_ci, susc, susc_ci = [], [], {}, {}
     n0_max, n1_max = 0.0, 0.0
     for agent, lab in labels.items():
         cells = _factorial_cells(scen, lab)
@@ -60,8 +75,15 @@ def _factorial(scen: dict, labels: dict, planted: dict | None, primary: str,
             rows.append(row)
         bound = [y[0] for (c, N, T, P), ys in cells.items() if N for y in ys]
         susc[agent] = float(np.mean(bound)) if bound else float("nan")
+        if bound:
+            susc_ci[agent] = wilson(int(sum(bound)), len(bound), conf)
     m: dict = {"cells_within_ci_frac": float(np.mean(in_ci)) if in_ci else None, "n_cells_checked": len(in_ci)}
     notes = {}
+    if susc_ci:
+        # min over agents: every agent ≥ t exactly when the smallest lower Wilson limit is
+        m["intervals"] = {"susceptibility_min": interval_record(
+            min(lo for lo, _ in susc_ci.values()), min(hi for _, hi in susc_ci.values()),
+            method="min of wilson", n=len(susc_ci), level=conf)}
     # "no contamination without name binding" says nothing when no agent was contaminated with it
     # either (e.g. an agent that never follows the note): then the check is vacuous, not passed
     m["n0_max_rate"] = n0_max if n1_max > 0 else None
@@ -121,6 +143,8 @@ def _compounding(pipe: dict, planted: dict | None, conf: float) -> tuple[dict, l
     rows = [{"stage": s + 1, **rates[s], "closed_form": closed[s]} for s in range(S)]
     m = {"compounding_rates": [r["rate"] for r in rates],
          "compounding_factor": rates[-1]["rate"] / rates[0]["rate"] if rates[0]["rate"] > 0 else None,
+         "intervals": {"compounding_factor": ratio_interval(ys[:, 0], ys[:, -1], conf)}
+         if rates[0]["rate"] > 0 else {},
          "compounding_closed_form": closed,
          "compounding_within_ci": (all(r["lo"] - 1e-12 <= c <= r["hi"] + 1e-12 for r, c in zip(rates, closed))
                                    if planted else None)}
@@ -135,6 +159,8 @@ def _self_verification(sv: dict, panel: set, m: dict, d1: dict, planted: dict | 
     removed = sum(1 - sv[i]["final"] for i in drafts)
     r = _rate(removed, len(drafts), conf)
     out = {"d1_reduction": r["rate"], "d1_reduction_ci": [r["lo"], r["hi"]],
+           "intervals": ({"d1_reduction": interval_record(r["lo"], r["hi"], method="wilson", n=r["n"], level=conf)}
+                         if drafts else {}),
            "d1_reduction_ci_contains_planted": (r["lo"] - 1e-12 <= planted["catch"] <= r["hi"] + 1e-12
                                                 if planted else None)}
     if m.get("contamination_none"):
@@ -164,7 +190,32 @@ def _defences(scen: dict, defs: dict, planted: dict | None, conf: float) -> tupl
     if "keyword" in defs:
         kw = row_of["keyword"]
         m["d2_fpr_mention"], m["d2_fpr_nomention"] = kw["fpr_mention"], kw["fpr_nomention"]
+        # the filter's flag rate on contaminated drafts of the panel: a filter that flags nothing
+        # (or everything) makes the clean-control flag rates say nothing about it
+        bad = [i for i in panel if defs["keyword"][i]["draft"]]
+        m["d2_flag_rate_contaminated"] = (float(np.mean([defs["keyword"][i]["flagged"] for i in bad]))
+                                          if bad else None)
     return m, rows
+
+
+def _judge_agreement(judge: list[int], ref: list[int], source: str, conf: float) -> tuple[dict, dict]:
+    """Cohen's kappa between the judge's contamination labels and the reference labels of the same
+    answers (every answer of the primary agent: factorial and persistence probes, pipeline stages,
+    defence drafts and finals), the raw agreement with its Wilson CI, and the label counts.
+    Returns (metrics, inconclusive reasons)."""
+    n = len(judge)
+    agree = sum(int(a == b) for a, b in zip(judge, ref))
+    k = cohen_kappa(judge, ref) if n else float("nan")
+    r = _rate(agree, n, conf) if n else None
+    m = {"judge_kappa": None if np.isnan(k) else k, "judge_agreement": r["rate"] if r else None,
+         "judge_agreement_ci": [r["lo"], r["hi"]] if r else None, "judge_n": n, "judge_reference": source,
+         "judge_positive_frac": float(np.mean(judge)) if n else None,
+         "reference_positive_frac": float(np.mean(ref)) if n else None}
+    why = {}
+    if m["judge_kappa"] is None:
+        why["judge_kappa"] = ("Cohen's kappa undefined: no answers labelled" if not n else
+                              "Cohen's kappa undefined: judge and reference give every answer the same single label")
+    return m, why
 
 
 def _simulator_notes(planted: dict) -> dict:
@@ -176,31 +227,60 @@ def _simulator_notes(planted: dict) -> dict:
                                    f"base/re-injection rate {planted['q']} (parameters: the abstract versions disagree); the "
                                    "paper's 3× (1.9× in the arXiv digest) is not checkable here.")
     notes["susceptibility_min"] = f"{SIM_NOTE} The value is the planted mixture, not a measurement of a model."
+    notes["judge_kappa"] = (f"{SIM_NOTE} The reference is the simulator's own decision, read off its reply "
+                            "templates, and the string judge looks for the nonce value those replies carry: "
+                            "agreement holds by construction here")
     return notes
 
 
 def analyse(scen: dict, labels: dict, pipe: list, defs: dict, planted: dict | None,
-            primary: str, cfg: AnalysisConfig) -> tuple[dict, dict]:
+            primary: str, cfg: AnalysisConfig, agreement: tuple | None = None) -> tuple[dict, dict]:
     """`labels[agent]` = {id: [0/1 per probe turn]}; `pipe` = {id: [0/1 per stage]};
-    `defs[d]` = {id: {"final": 0/1, "draft": 0/1, "flagged": bool}}. Returns (metrics, tables)."""
+    `defs[d]` = {id: {"final": 0/1, "draft": 0/1, "flagged": bool}}; `agreement` = (judge labels,
+    reference labels, where the reference comes from) of the same answers, or None (no reference:
+    the judge's agreement is not measured). Returns (metrics, tables)."""
     conf = cfg.conf
     tables: dict = {"rates": [], "persistence": [], "compounding": [], "defence": []}
-    m: dict = {"notes": {}}
+    m: dict = {"notes": {}, "inconclusive": {}, "intervals": {}}
+    if agreement is not None:
+        am, why = _judge_agreement(*agreement, conf)
+        m.update(am)
+        m["inconclusive"].update(why)
+    else:
+        m["judge_kappa"] = None
+        m["inconclusive"]["judge_kappa"] = ("no reference labels: neither the simulator nor a second judge "
+                                            "(judge.specs[1]) labels the answers")
     fm, tables["rates"], notes = _factorial(scen, labels, planted, primary, conf)
-    m.update(fm)
+    _merge(m, fm)
     m["notes"].update(notes)
     pm, tables["persistence"], notes = _persistence(scen, labels.get(primary, {}), planted, conf)
-    m.update(pm)
+    _merge(m, pm)
     m["notes"].update(notes)
     if pipe:
         cm, tables["compounding"] = _compounding(pipe, planted, conf)
-        m.update(cm)
+        _merge(m, cm)
     if defs:
         dm, tables["defence"] = _defences(scen, defs, planted, conf)
-        m.update(dm)
+        _merge(m, dm)
     if planted is not None:
         m["notes"].update(_simulator_notes(planted))
+    if agreement is not None:
+        m["notes"]["judge_kappa"] = "; ".join(x for x in (
+            m["notes"].get("judge_kappa"),
+            f"{m['judge_n']} answers of {primary}, reference: {m['judge_reference']}, raw agreement "
+            f"{m['judge_agreement']}, positive labels judge {m['judge_positive_frac']} / reference "
+            f"{m['reference_positive_frac']}") if x)
+    for k in ("inconclusive", "intervals"):
+        if not m[k]:
+            del m[k]
     return m, tables
+
+
+def _merge(m: dict, part: dict) -> None:
+    """m.update(part), the `intervals` of both kept."""
+    part = dict(part)
+    m["intervals"].update(part.pop("intervals", {}))
+    m.update(part)
 
 
 def _err(rows):

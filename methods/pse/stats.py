@@ -1,5 +1,5 @@
 """Statistics of the contamination protocol: Wilson intervals, the pipeline closed form, the
-factual self-correction hazard fit and the decay-slope interval."""
+factual self-correction hazard fit, the decay-slope interval and Cohen's kappa (judge agreement)."""
 from __future__ import annotations
 
 import math
@@ -65,3 +65,21 @@ def slope_ci(curve_by_trial: np.ndarray, conf: float = 0.95) -> tuple[float, flo
     z = st.norm.ppf(0.5 + conf / 2)
     se = math.sqrt(var)
     return float(beta), float(beta - z * se), float(beta + z * se)
+
+
+def cohen_kappa(a, b) -> float:
+    """Cohen's kappa of two raters' labels of the same items (Cohen 1960): (p_o − p_e) / (1 − p_e),
+    p_o the observed agreement, p_e the agreement expected from the two raters' label marginals.
+    NaN where it is undefined (p_e = 1: both raters give every item one and the same label)."""
+    a, b = list(a), list(b)
+    if len(a) != len(b) or not a:
+        raise ValueError(f"cohen_kappa needs two equal-length non-empty label lists, got {len(a)} and {len(b)}")
+    labels = sorted(set(a) | set(b))
+    idx = {x: i for i, x in enumerate(labels)}
+    cm = np.zeros((len(labels), len(labels)))
+    for x, y in zip(a, b):
+        cm[idx[x], idx[y]] += 1
+    n = cm.sum()
+    po = np.trace(cm) / n
+    pe = float(cm.sum(axis=1) @ cm.sum(axis=0)) / n ** 2
+    return float("nan") if pe >= 1.0 else float((po - pe) / (1 - pe))

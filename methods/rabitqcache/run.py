@@ -199,9 +199,10 @@ def sparse_eval(cfg: SparseEvalConfig, model_dir, data_dir) -> dict:
             gen = preds[:, n_tail - 1:]
             recs.setdefault(name, []).extend(ctl.records)
             lp, lq = torch.log_softmax(ref_logits, -1), torch.log_softmax(logits, -1)
-            st = stats.setdefault(name, {"em": [], "agree": [], "kl": []})
+            st = stats.setdefault(name, {"em": [], "agree": [], "kl": [], "agree_prompt": []})
             st["em"].append((gen == ans).all(1).float())
             st["agree"].append((forced_preds == ref).float().flatten())
+            st["agree_prompt"].append((forced_preds == ref).float().mean(1))
             st["kl"].append((lp.exp() * (lp - lq)).sum(-1).flatten())
             if name.startswith("rabitq_p"):
                 p = name[len("rabitq_p"):]
@@ -212,7 +213,9 @@ def sparse_eval(cfg: SparseEvalConfig, model_dir, data_dir) -> dict:
     for name in recs:
         st = {k: torch.cat(v) for k, v in stats[name].items()}
         out[name] = {**aggregate(recs[name]), "em": float(st["em"].mean()), "n_prompts": int(st["em"].numel()),
-                     "top1_agree": float(st["agree"].mean()), "kl": float(st["kl"].mean())}
+                     "top1_agree": float(st["agree"].mean()), "kl": float(st["kl"].mean()),
+                     # per prompt, in prompt order (the claims' intervals resample prompts)
+                     "em_per_prompt": st["em"].tolist(), "agree_per_prompt": st["agree_prompt"].tolist()}
     return {"methods": out, "order": list(out)}
 
 

@@ -54,7 +54,7 @@ class PretrainConfig:
 @dataclass
 class FinetuneSection:
     """The `finetune` section: gate-only fine-tuning (arXiv 2605.27081: reuse, smoothness, lag
-    and window terms; the step adds the variant's switches)."""
+    and window terms; the step adds the variant's switches and the seed)."""
     train: TrainConfig
     lambda_reuse: NonNeg
     lambda_smooth: NonNeg
@@ -64,7 +64,6 @@ class FinetuneSection:
     lags: Annotated[list[PosInt], Check(min_items=1)]
     warm_frac: Prob              # α_t = min(1, t / (warm_frac · steps))
     sym_half: bool
-    seed: int
 
 
 @dataclass
@@ -111,12 +110,13 @@ class HubConfig:
 
 @dataclass
 class Config:
-    """ReMoE (arXiv 2605.27081): pre-train a tiny MoE, fine-tune its gates per variant, trace the
-    routing and simulate expert caches."""
+    """ReMoE (arXiv 2605.27081): pre-train a tiny MoE, fine-tune its gates per variant and seed,
+    trace the routing and simulate expert caches."""
     data: DataConfig
     pretrain: PretrainConfig
     finetune: FinetuneSection
     variants: Annotated[list[Variant], Check(min_items=1)]
+    seeds: Annotated[list[NonNegInt], Check(min_items=1, unique_items=True)]  # fine-tunes per variant (one base)
     trace: TraceConfig
     analysis: AnalysisConfig
     hub: HubConfig

@@ -18,8 +18,10 @@ from . import data as D, losses as Lo, model as M
 
 @dataclass
 class FinetuneConfig(FinetuneSection):
-    """The `finetune` section plus the variant's loss switches (the workflow merges it in)."""
+    """The `finetune` section plus the variant's loss switches and the seed (batch order; the
+    workflow merges both in)."""
     variant: Variant
+    seed: int
 
 
 def _batch_fn(ids: np.ndarray, batch_size: int, seed: int):
@@ -100,12 +102,13 @@ def finetune(cfg: FinetuneConfig, base: str, data_path: str, out: str, log: str)
     base_state = obj["state"]
     changed = sorted(n for n, p in model.state_dict().items()
                      if not torch.equal(p, base_state[n]))
-    M.save(model, mcfg, moe, obj["vocab_size"], out, {"variant": v.name, "trainable": names})
+    M.save(model, mcfg, moe, obj["vocab_size"], out, {"variant": v.name, "seed": cfg.seed, "trainable": names})
     return {"final_loss": rows[-1]["loss"], "last_terms": stats, "changed": changed}
 
 
 def trace(cfg: TraceConfig, ckpts: list[str], data_path: str, out_dir: str) -> dict:
-    """Per checkpoint: top-K sets (n_docs, L, S, K), expert load counts, held-out loss."""
+    """Per checkpoint: top-K sets (n_docs, L, S, K), expert load counts, held-out loss; written
+    to <variant>.npz (the base) or <variant>_s<seed>.npz (a fine-tune)."""
     d = D.load(data_path)
     ids = torch.from_numpy(d["eval_ids"][:cfg.n_docs].astype(np.int64))
     if ids.shape[0] < cfg.n_docs:
@@ -113,7 +116,8 @@ def trace(cfg: TraceConfig, ckpts: list[str], data_path: str, out_dir: str) -> d
     res = {}
     for path in ckpts:
         model, mcfg, moe, obj = M.load(path)
-        name = obj["meta"]["variant"]
+        meta = obj["meta"]
+        name = meta["variant"] if "seed" not in meta else f"{meta['variant']}_s{meta['seed']}"
         sets, probs, nll, n = [], [], 0.0, 0
         with torch.no_grad():
             for s in range(0, ids.shape[0], cfg.batch_size):

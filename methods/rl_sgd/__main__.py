@@ -50,13 +50,12 @@ def _sparsity(a):
 
 
 def _sft(a):
-    from .config import SFTConfig
-    from .run import sft_contrast
+    from .run import SFTStepConfig, sft_contrast
 
     cli.set_threads(a.threads)
     t0 = time.perf_counter()
-    cfg = from_json(SFTConfig, a.config, "sft")
-    write_metrics(a.out, sft_contrast(cfg, a.base, a.data), json.loads(a.config), cfg.seed, time.perf_counter() - t0)
+    cfg = from_json(SFTStepConfig, a.config, "sft")
+    write_metrics(a.out, sft_contrast(cfg, a.base, a.data), json.loads(a.config), None, time.perf_counter() - t0)
 
 
 def _trl_check(a):

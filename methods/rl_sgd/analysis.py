@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from methods.core.config import PosInt
@@ -18,6 +17,13 @@ class AnalysisConfig(AnalysisSection):
     widths: list[PosInt]
     grid: Grid
     ablation: Ablation
+
+
+def _t(values) -> dict | None:
+    """95% t interval over per-seed values (methods.core.stats), None with < 2 values."""
+    from methods.core.stats import t_interval
+
+    return t_interval(values) if len(values) >= 2 else None
 
 
 def _curve(df, width, opt):
@@ -68,14 +74,27 @@ def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summ
     curves = {(w, o): _curve(df, w, o) for w in widths for o in ("adamw", "sgd")}
     if any(c is None for c in curves.values()):
         raise InputError("aggregate: every width needs adamw and sgd runs")
-    # R1
+    intervals, inconclusive = {}, {}
+    # R1: each optimizer at its best lr (by seed-mean accuracy); per-seed differences, seeds paired
     best = {o: curves[(large, o)].acc.max() for o in ("adamw", "sgd")}
-    m["r1_sgd_minus_adamw"] = float(best["sgd"] - best["adamw"])
-    m["r1_best_acc"] = {o: float(v) for o, v in best.items()}
     bl = {o: float(curves[(large, o)].loc[curves[(large, o)].acc.idxmax()].lr) for o in ("adamw", "sgd")}
-    notes["r1_sgd_minus_adamw"] = (f"d={large}, seed means: SGD best {best['sgd']:.3f} (lr {bl['sgd']:g}), "
-                                   f"AdamW best {best['adamw']:.3f} (lr {bl['adamw']:g}), base "
-                                   f"{df[df.width == large].base_acc.iloc[0]:.3f}")
+    at_best = {o: df[(df.width == large) & (df.optimizer == o) & (abs(df.lr - bl[o]) <= 1e-12 * bl[o])]
+               .set_index("seed").acc.sort_index() for o in ("adamw", "sgd")}
+    if list(at_best["sgd"].index) != list(at_best["adamw"].index):
+        raise InputError(f"aggregate: R1 needs the same seeds for SGD {list(at_best['sgd'].index)} and AdamW "
+                         f"{list(at_best['adamw'].index)} at d={large}")
+    diffs = (at_best["sgd"] - at_best["adamw"]).tolist()
+    base_large = float(df[df.width == large].base_acc.iloc[0])
+    m["r1_sgd_minus_adamw"] = float(best["sgd"] - best["adamw"])
+    m["r1_sgd_minus_adamw_per_seed"] = diffs
+    m["r1_best_acc"] = {o: float(v) for o, v in best.items()}
+    m["r1_adamw_gain_over_base"] = float(best["adamw"] - base_large)
+    if (t := _t(diffs)) is not None:
+        intervals["r1_sgd_minus_adamw"] = t
+    notes["r1_sgd_minus_adamw"] = (f"d={large}, means over {len(diffs)} seeds: SGD best {best['sgd']:.3f} "
+                                   f"(lr {bl['sgd']:g}), AdamW best {best['adamw']:.3f} (lr {bl['adamw']:g}), "
+                                   f"base {base_large:.3f}; per-seed SGD − AdamW "
+                                   + "/".join(f"{x:+.3f}" for x in diffs))
     # R2
     ratios = {}
     for w in widths:
@@ -93,15 +112,35 @@ def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summ
                 f"SGD lr {d['sgd_lr']:g} acc {d['sgd_acc']:.3f}: " + (
                     f"{d['sgd_changed']:.3f} vs AdamW {d['adamw_changed']:.3f}" if "ratio" in d else "unmatched")
                 for d in detail)
-    m["r2_ratio_large"] = ratios[large]
     m["r2_ratio_small"] = ratios[small]
     m["r2_width_trend"] = (None if ratios[large] is None or ratios[small] is None
                            else bool(ratios[large] < ratios[small]))
     if m["r2_width_trend"] is None:
         notes["r2_width_trend"] = "; ".join(notes.get(f"r2_ratio_d{w}", "") for w in widths if ratios[w] is None)
-    notes["r2_ratio_large"] = notes[f"r2_ratio_d{large}"] + (" (the largest matched ratio is reported; this matching rule replaced "
-                                                              "'SGD's best lr only' after the first tiny run, where that rule was "
-                                                              "undefined because SGD's best accuracy exceeded AdamW's best)")
+    # R2a at the widest width, per seed: the same matching on each seed's own curves; the metric
+    # is the mean over seeds of the per-seed ratio, with a t interval over the seeds. A seed with
+    # no matchable SGD lr makes the claim inconclusive (the seed-mean-curve ratio is then shown).
+    seeds_large = sorted(df[(df.width == large) & (df.optimizer == "sgd")].seed.unique())
+    per_seed, unmatched = [], []
+    for sd in seeds_large:
+        one = df[df.seed == sd]
+        r_sd, _ = matched_ratio(_curve(one, large, "sgd"), _curve(one, large, "adamw"), cfg.match_tol)
+        (per_seed if r_sd is not None else unmatched).append(r_sd if r_sd is not None else int(sd))
+    m["r2_ratio_large_seed_mean_curves"] = ratios[large]
+    m["r2_ratio_large_per_seed"] = per_seed
+    m["r2_unmatched_seeds"] = unmatched
+    m["r2_ratio_large"] = (sum(per_seed) / len(per_seed)) if per_seed else ratios[large]
+    if unmatched and m["r2_ratio_large"] is not None:
+        inconclusive["r2_ratio_large"] = (f"seed(s) {unmatched} at d={large}: no SGD lr within AdamW's accuracy "
+                                          f"range ± {cfg.match_tol}, so no matched-reward ratio there")
+    elif not unmatched and (t := _t(per_seed)) is not None:
+        intervals["r2_ratio_large"] = t
+    notes["r2_ratio_large"] = (notes[f"r2_ratio_d{large}"] + f" (seed-mean curves: ratio {ratios[large]}); per seed "
+                               + "/".join(f"{x:.3f}" for x in per_seed)
+                               + (f", unmatched seeds {unmatched}" if unmatched else "")
+                               + " (the largest matched ratio is reported; this matching rule replaced "
+                               "'SGD's best lr only' after the first tiny run, where that rule was "
+                               "undefined because SGD's best accuracy exceeded AdamW's best)")
     # R3
     core = df[df.optimizer.isin(["adamw", "sgd"])]
     m["r3_min_fp32_changed"] = float(core.fp32_changed.min())
@@ -119,29 +158,59 @@ def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summ
     m["r4_adamw_state_bytes"] = int(ad.state_bytes.iloc[0]) if len(ad) else None
     m["r4_runs_without_update"] = sorted(df[df.fp32_changed == 0].run)
     m["r4_n_params_large"] = int(df[df.width == large].n_params.iloc[0])
-    # R5
+    # R5, per seed s: RL relative drop of each ablation vs AdamW at `ablation_ref_lr` (both seed s,
+    # widest width) minus the same drop in the SFT contrast run with seed s; per ablation the mean
+    # over seeds and its t interval; the metric is the larger of the two means (the claim needs
+    # both below 0), its interval [max of the lower ends, max of the upper ends]
     ref = df[(df.width == large) & (df.optimizer == "adamw") & (abs(df.lr - cfg.ablation_ref_lr) < 1e-15)]
-    ref_acc = float(ref.sort_values("seed").acc.iloc[0]) if len(ref) else math.nan
-    d5, worst = {}, -math.inf
+    ref_acc = ref.set_index("seed").acc
+    sft_seeds = sft.get("seeds", {})
+    d5 = {}
     for var in ("adam_nomom", "adam_noadapt"):
-        rl = df[(df.width == large) & (df.optimizer == var)]
-        if rl.empty or var not in sft or "adamw" not in sft or math.isnan(ref_acc):
-            continue
-        drop_rl = (ref_acc - float(rl.acc.iloc[0])) / max(ref_acc, 1e-9)
-        drop_sft = (sft["adamw"]["acc"] - sft[var]["acc"]) / max(sft["adamw"]["acc"], 1e-9)
-        d5[var] = {"drop_rl": drop_rl, "drop_sft": drop_sft}
-        worst = max(worst, drop_rl - drop_sft)
+        rl = df[(df.width == large) & (df.optimizer == var)].set_index("seed").acc
+        rows5 = []
+        for sd in sorted(rl.index):
+            sf = sft_seeds.get(str(int(sd)), {})
+            if sd not in ref_acc.index or var not in sf or "adamw" not in sf:
+                continue
+            drop_rl = (ref_acc[sd] - rl[sd]) / max(ref_acc[sd], 1e-9)
+            drop_sft = (sf["adamw"]["acc"] - sf[var]["acc"]) / max(sf["adamw"]["acc"], 1e-9)
+            rows5.append({"seed": int(sd), "drop_rl": float(drop_rl), "drop_sft": float(drop_sft),
+                          "diff": float(drop_rl - drop_sft)})
+        if rows5:
+            diff = [r["diff"] for r in rows5]
+            d5[var] = {"per_seed": rows5, "mean_diff": sum(diff) / len(diff), "interval": _t(diff)}
     m["r5_detail"] = d5
+    sft_ref = [v["adamw"]["acc"] for v in sft_seeds.values() if "adamw" in v]
+    m["r5_sft_adamw_acc_min"] = min(sft_ref) if sft_ref else None
     if d5:
+        worst = max(d5, key=lambda k: d5[k]["mean_diff"])
+        m["r5_rl_minus_sft_drop"] = d5[worst]["mean_diff"]
+        by_seed = {}
+        for v in d5.values():
+            for r in v["per_seed"]:
+                by_seed.setdefault(r["seed"], []).append(r["diff"] < 0)
+        m["r5_holds_seeds"] = sum(all(x) and len(x) == len(d5) for x in by_seed.values())
+        if all(v["interval"] is not None for v in d5.values()):
+            from methods.core.stats import interval_record
+
+            ivs = [v["interval"] for v in d5.values()]
+            intervals["r5_rl_minus_sft_drop"] = interval_record(
+                max(i["lo"] for i in ivs), max(i["hi"] for i in ivs),
+                method="t per ablation, max over ablations", n=min(i["n"] for i in ivs))
         notes["r5_rl_minus_sft_drop"] = "; ".join(
-            f"{k}: relative drop RL {v['drop_rl']:+.3f} vs SFT {v['drop_sft']:+.3f}" for k, v in d5.items())
-    m["r5_rl_minus_sft_drop"] = worst if d5 else None
-    if not d5:
+            f"{k}: relative drop (RL, SFT) per seed " + ", ".join(
+                f"s{r['seed']} ({r['drop_rl']:+.3f}, {r['drop_sft']:+.3f})" for r in v["per_seed"])
+            + f"; mean of RL − SFT {v['mean_diff']:+.3f}" for k, v in d5.items())
+    else:
+        m["r5_rl_minus_sft_drop"] = None
         notes["r5_rl_minus_sft_drop"] = "no ablation runs at this scale"
     m["x1_trl_update_rel_diff"] = trl.get("update_rel_diff")
     m["x1_trl_match"] = trl.get("match")
     m["sft_contrast"] = sft
     m["notes"] = notes
+    m["intervals"] = intervals
+    m["inconclusive"] = inconclusive
     write_text(table, "# Generated by python -m methods.rl_sgd aggregate\n" + df.to_csv(index=False))
     write_metrics(summary, m, {"analysis": dataclasses.asdict(cfg)})
     _figures(df, curves, widths, ratios, fig_acc, fig_width)

@@ -102,10 +102,10 @@ class SFTLrs:
 
 @dataclass
 class SFTConfig:
-    """SFT continuation from the widest base (the contrast: SFT updates are not sparse)."""
+    """SFT continuation from the widest base (the contrast: SFT updates are not sparse); one run
+    per optimizer and per seed of `rl_sgd.seeds` (the workflow merges the seeds in)."""
     steps: PosInt
     batch_size: PosInt
-    seed: int
     lrs: SFTLrs
 
 

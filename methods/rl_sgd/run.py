@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from methods.core.config import PosInt
+from methods.core.config import NonNegInt, PosInt
 from methods.core.results import InputError, read_json, write_json, write_jsonl
 
 from . import task
@@ -20,6 +20,13 @@ class WarmConfig(WarmstartConfig):
     """The `warmstart` section plus the widths (the workflow merges them in): `steps[i]` is the
     warm start of `widths[i]`."""
     widths: list[PosInt]
+
+
+@dataclass
+class SFTStepConfig(SFTConfig):
+    """The `sft` section plus the seeds (`rl_sgd.seeds`, merged in by the workflow): the contrast
+    runs every optimizer once per seed, as the RL ablations do at the widest width."""
+    seeds: list[NonNegInt]
 
 
 def prompts(cfg: PromptsConfig, out: str) -> dict:
@@ -123,25 +130,29 @@ def sparsity_all(runs: list[str], bases: list[str], with_rank: bool = True) -> d
     return res
 
 
-def sft_contrast(cfg: SFTConfig, base: str, data: str) -> dict:
-    """Continue the base with each optimizer on multiplication (SFT), fixed LR per optimizer."""
+def sft_contrast(cfg: SFTStepConfig, base: str, data: str) -> dict:
+    """Continue the base with each optimizer on multiplication (SFT), fixed LR per optimizer,
+    once per seed (the seed draws the batches). {"base_acc", "seeds": {seed: {optimizer: ...}}}."""
     import torch
 
     from . import model as M, optim, sft
     from .grpo import accuracy
 
+    if not cfg.seeds:
+        raise InputError("sft: no seeds given")
     train_p, eval_p = read_pairs(data, "mul_train"), read_pairs(data, "mul_eval")
-    out = {}
     base_model = M.load(base)
-    out["base_acc"] = accuracy(base_model, eval_p, "mul")
-    for name, lr in dataclasses.asdict(cfg.lrs).items():
-        m = M.load(base)
-        torch.manual_seed(cfg.seed)
-        try:
-            opt = optim.make(name, m.parameters(), float(lr))
-        except ValueError as e:
-            raise InputError(f"sft.lrs: {e}") from None
-        rows = sft.train(m, opt, train_p, "mul", cfg.steps, cfg.batch_size, cfg.seed, None)
-        out[name] = {"lr": float(lr), "acc": accuracy(m, eval_p, "mul"), "final_loss": rows[-1]["loss"]}
-        _log({"sft": name, **out[name]})
+    out = {"base_acc": accuracy(base_model, eval_p, "mul"), "seeds": {}}
+    for seed in cfg.seeds:
+        per = out["seeds"][str(seed)] = {}
+        for name, lr in dataclasses.asdict(cfg.lrs).items():
+            m = M.load(base)
+            torch.manual_seed(seed)
+            try:
+                opt = optim.make(name, m.parameters(), float(lr))
+            except ValueError as e:
+                raise InputError(f"sft.lrs: {e}") from None
+            rows = sft.train(m, opt, train_p, "mul", cfg.steps, cfg.batch_size, seed, None)
+            per[name] = {"lr": float(lr), "acc": accuracy(m, eval_p, "mul"), "final_loss": rows[-1]["loss"]}
+            _log({"sft": name, "seed": seed, **per[name]})
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from methods.core.results import read_json, write_json, write_text
+from methods.core.stats import LEVEL, interval_record, paired_bootstrap_diff
 
 from . import core
 from .config import RouteConfig
@@ -79,7 +80,7 @@ def analyze(cfg: RouteConfig, outcomes: str, dirs: dict[str, str], k_prompt: int
             ch = core.route(norm_acc, norm_cost, pc, npc, float(a), cfg.gamma, None if anchor_only else cfg.w)
             sel = np.arange(len(qids))
             rows.append({"alpha": float(a), "acc": float(corr[sel, ch].mean()), "cost": float(cost[sel, ch].sum()),
-                         "share": np.bincount(ch, minlength=M).tolist()})
+                         "share": np.bincount(ch, minlength=M).tolist(), "choice": ch})
         return rows
 
     curves = {"scope": curve("rl"), "scope_sft": curve("sft"), "scope_noanchor": curve("noanchor"),
@@ -126,34 +127,79 @@ def analyze(cfg: RouteConfig, outcomes: str, dirs: dict[str, str], k_prompt: int
     # ---- claims
     sc = curves["scope"]
     a1, a0 = sc[-1], sc[0]
-    best_single = max(s["acc"] for s in singles.values())
-    cheapest = min(order, key=lambda m: singles[m]["cost"])
+    nq = len(qids)
+    rows_q = np.arange(nq)
+    best_i = int(np.argmax([singles[m]["acc"] for m in order]))
+    cheap_i = int(np.argmin([singles[m]["cost"] for m in order]))
+    best_single, cheapest = singles[order[best_i]]["acc"], order[cheap_i]
     pts = [(s["cost"], s["acc"]) for s in singles.values()]
     dom = core.dominated(pts, [(r["cost"], r["acc"]) for r in sc])
+    strict = strictly_dominated(pts, [(r["cost"], r["acc"]) for r in sc])
     e_rl, e_sft, e_no = est["rl"], est["sft"], est["noanchor"]
-    c4_gap = abs(e_rl["auc_unseen"] - e_rl["auc_seen"])
+    # per-query outcomes of the routed choices (paired with the baselines on the same queries)
+    y1, y0 = corr[rows_q, a1["choice"]], corr[rows_q, a0["choice"]]
+    yk = corr[rows_q, kch]
+    a0_cheap_share = float(np.mean(a0["choice"] == cheap_i))
+    a1_top_share = float(np.bincount(a1["choice"], minlength=M).max() / nq)
     metrics = {
         "c1_alpha1_acc": a1["acc"], "c1_best_single_acc": best_single, "c1_knn_acc": baselines["knn"]["acc"],
-        "c1_ok": bool(a1["acc"] >= best_single and a1["acc"] > baselines["knn"]["acc"]),
+        "c1_margin_vs_best_single": a1["acc"] - best_single, "c1_margin_vs_knn": a1["acc"] - baselines["knn"]["acc"],
+        "c1_alpha1_top_share": a1_top_share,
         "c2_alpha0_cost_ratio": a0["cost"] / cmax, "c2_alpha0_acc": a0["acc"],
-        "c2_cheapest_acc": singles[cheapest]["acc"],
-        "c2_ok": bool(a0["cost"] <= 0.2 * cmax and a0["acc"] >= singles[cheapest]["acc"] - 0.02),
-        "c3_dominated": int(sum(dom)), "c3_n_models": len(pts),
-        "c4_unseen_auc": e_rl["auc_unseen"], "c4_seen_auc": e_rl["auc_seen"], "c4_gap": c4_gap,
-        "c4_ok": bool(e_rl["auc_unseen"] >= 0.65 and c4_gap <= 0.05),
+        "c2_cheapest_acc": singles[cheapest]["acc"], "c2_acc_margin_vs_cheapest": a0["acc"] - singles[cheapest]["acc"],
+        "c2_alpha0_cheapest_share": a0_cheap_share,
+        "c3_dominated": int(sum(strict)), "c3_weakly_dominated": int(sum(dom)), "c3_n_models": len(pts),
+        "c4_unseen_auc": e_rl["auc_unseen"], "c4_seen_auc": e_rl["auc_seen"],
+        "c4_gap": abs(e_rl["auc_unseen"] - e_rl["auc_seen"]),
         "c5_auc_anchor": e_sft["auc_all"], "c5_auc_noanchor": e_no["auc_all"],
         "c5_anchor_drop": e_sft["auc_all"] - e_no["auc_all"],
         "c5_grpo_minus_sft": e_rl["auc_all"] - e_sft["auc_all"],
+        # GRPO moved some prediction (else SFT+GRPO ties SFT by construction)
+        "c5_grpo_changed_frac": float(np.mean(np.abs(preds["rl"]["p"] - preds["sft"]["p"]) > 1e-9)),
         "pareto_auc": {k: core.pareto_auc([(r["cost"], r["acc"]) for r in v], cmax) for k, v in curves.items()},
         "estimator": est, "singles": singles, "baselines": baselines, "budget": budget, "order": order,
-        "unseen": unseen, "n_test": len(qids),
+        "unseen": unseen, "n_test": nq,
     }
-    notes = {}
-    for key, ok, txt in [("c1_ok", metrics["c1_ok"], f"α=1 acc {a1['acc']:.3f} vs best single {best_single:.3f}, kNN {baselines['knn']['acc']:.3f}"),
-                         ("c2_ok", metrics["c2_ok"], f"α=0 cost {a0['cost'] / cmax:.3f}× max, acc {a0['acc']:.3f} vs cheapest {singles[cheapest]['acc']:.3f}"),
-                         ("c4_ok", metrics["c4_ok"], f"unseen AUC {e_rl['auc_unseen']:.3f}, seen {e_rl['auc_seen']:.3f}")]:
-        notes[key] = txt
-    notes["c3_dominated"] = f"{sum(dom)} of {len(pts)} single-model points weakly dominated by an α-grid point"
+    # intervals: paired bootstrap over the test queries (accuracy differences), and a bootstrap
+    # resampling queries (all their (query, model) pairs) for the AUCs
+    P = {v: preds[v]["p"] for v in ("rl", "sft", "noanchor")}
+    yb = corr
+
+    def auc_of(v, cols, idx):
+        return core.auc(P[v][idx][:, cols].ravel(), yb[idx][:, cols].ravel())
+
+    allc = list(range(M))
+    metrics["intervals"] = {
+        "c1_margin_vs_best_single": paired_bootstrap_diff(y1, corr[:, best_i], seed=cfg.seed),
+        "c1_margin_vs_knn": paired_bootstrap_diff(y1, yk, seed=cfg.seed),
+        "c2_acc_margin_vs_cheapest": paired_bootstrap_diff(y0, corr[:, cheap_i], seed=cfg.seed),
+        "c4_unseen_auc": bootstrap_queries(lambda i: auc_of("rl", [u], i), nq, cfg.seed),
+        "c4_gap": bootstrap_queries(lambda i: abs(auc_of("rl", [u], i) - auc_of("rl", seen_idx, i)), nq, cfg.seed),
+        "c5_anchor_drop": bootstrap_queries(lambda i: auc_of("sft", allc, i) - auc_of("noanchor", allc, i), nq, cfg.seed),
+        "c5_grpo_minus_sft": bootstrap_queries(lambda i: auc_of("rl", allc, i) - auc_of("sft", allc, i), nq, cfg.seed),
+    }
+    metrics["intervals"] = {k: v for k, v in metrics["intervals"].items() if v is not None}
+    metrics["inconclusive"] = {}
+    if a0_cheap_share == 1.0:
+        why = (f"α = 0 routes every test query to the cheapest model ({cheapest}): its cost and accuracy "
+               "are that model's by construction, not a routing result")
+        metrics["inconclusive"].update({"c2_alpha0_cost_ratio": why, "c2_acc_margin_vs_cheapest": why})
+    if not metrics["inconclusive"]:
+        del metrics["inconclusive"]
+    notes = {
+        "c1_margin_vs_best_single": f"α=1 acc {a1['acc']:.3f} vs best single {order[best_i]} {best_single:.3f}; "
+                                    f"α=1 sends {100 * a1_top_share:.0f}% of queries to one model",
+        "c1_margin_vs_knn": f"α=1 acc {a1['acc']:.3f} vs kNN router {baselines['knn']['acc']:.3f}",
+        "c2_alpha0_cost_ratio": f"α=0 cost {a0['cost'] / cmax:.3f}× the most expensive model's; "
+                                f"{100 * a0_cheap_share:.0f}% of queries to the cheapest ({cheapest})",
+        "c2_acc_margin_vs_cheapest": f"α=0 acc {a0['acc']:.3f} vs cheapest {cheapest} {singles[cheapest]['acc']:.3f}",
+        "c3_dominated": f"{sum(strict)} of {len(pts)} single-model points strictly dominated by an α-grid point "
+                        f"(cost ≤, accuracy ≥, one of them strictly; {sum(dom)} weakly, counting identical points)",
+        "c4_unseen_auc": f"unseen {unseen} AUC {e_rl['auc_unseen']:.3f}, seen models {e_rl['auc_seen']:.3f}",
+        "c4_gap": f"|AUC unseen − AUC seen| = |{e_rl['auc_unseen']:.3f} − {e_rl['auc_seen']:.3f}|",
+        "c5_grpo_minus_sft": f"AUC SFT+GRPO {e_rl['auc_all']:.3f} vs SFT {e_sft['auc_all']:.3f}; GRPO moved "
+                             f"{100 * metrics['c5_grpo_changed_frac']:.0f}% of the P(correct) predictions",
+    }
     metrics["notes"] = notes
     metrics = _clean(metrics)
     out_dir = Path(out_dir)
@@ -166,6 +212,27 @@ def analyze(cfg: RouteConfig, outcomes: str, dirs: dict[str, str], k_prompt: int
     write_json(out_dir / "selection.json", sel)
     _figure(curves, singles, baselines, figure_path, unseen)
     return metrics
+
+
+def strictly_dominated(points: list[tuple[float, float]], curve: list[tuple[float, float]]) -> list[bool]:
+    """Per (cost, acc) point: is some curve point at most as costly and at least as accurate, and
+    strictly better in one of the two (an α-point identical to the model, e.g. α = 0 routing every
+    query to the cheapest model, is a tie by construction and does not count)?"""
+    tol_c, tol_a = 1e-9, 1e-12
+    return [any(c <= pc * (1 + tol_c) and a >= pa - tol_a and (c < pc * (1 - tol_c) or a > pa + tol_a)
+                for c, a in curve) for pc, pa in points]
+
+
+def bootstrap_queries(stat, n: int, seed: int, n_resamples: int = 1000, level: float = LEVEL) -> dict | None:
+    """Percentile bootstrap of `stat(idx)` over resampled test queries (each query with all its
+    models' outcomes); resamples where the statistic is undefined (NaN: one class only) are dropped."""
+    rng = np.random.default_rng(seed)
+    vals = [stat(rng.integers(0, n, n)) for _ in range(n_resamples)]
+    vals = np.array([v for v in vals if v is not None and np.isfinite(v)])
+    if len(vals) < n_resamples // 2:
+        return None
+    lo, hi = np.quantile(vals, [(1 - level) / 2, (1 + level) / 2])
+    return interval_record(float(lo), float(hi), method="bootstrap over queries", n=n, level=level)
 
 
 def _clean(x):

@@ -12,6 +12,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from methods.core.results import InputError
+from methods.core.stats import interval_record, t_interval
+
 from .config import AnalysisConfig
 
 
@@ -24,6 +27,8 @@ def table(evals: list[dict], summaries: list[dict]) -> pd.DataFrame:
         if s is None:
             raise ValueError(f"no training summary for run {e['run']}")
         rec = {k: e[k] for k in ("scheme", "lr", "seed", "val_loss", "val_ppl", "diverged", "arith_score")}
+        if "arith_nontrivial_score" in e:  # tiny: the held-out problems without ×0 / ×1 products
+            rec["arith_nontrivial_score"] = e["arith_nontrivial_score"]
         rec.update(initial_val_loss=s["initial_val_loss"], n_params=s["n_params"],
                    grad_ratio_first_last=s["grad_ratio_first_last"], wall_ms_per_step=s["wall_ms_per_step"])
         recs.append(rec)
@@ -54,42 +59,103 @@ def _geomean(x: pd.Series) -> float:
     return float(np.exp(np.log(x).mean())) if (x > 0).all() and np.isfinite(x).all() else float("nan")
 
 
-def claim_metrics(df: pd.DataFrame, cfg: AnalysisConfig, steptime: dict, model: dict) -> dict:
-    S, P, Q = cfg.siamese, cfg.baseline, cfg.post
-    out: dict = {"n_seeds": int(df["seed"].nunique()), "schemes": sorted(df["scheme"].unique()),
-                 "lrs": sorted(float(x) for x in df["lr"].unique()), "notes": {}}
-    notes = out["notes"]
+def _per_seed(df, scheme, lr, col) -> pd.Series:
+    """`col` of one scheme at one lr, indexed by seed."""
+    return _at(df, scheme, lr).set_index("seed")[col].astype(float).sort_index()
 
-    # C1: stability at the high learning rate
+
+def _t_or_none(values, name: str, notes: dict):
+    """t interval over per-seed values, or None (with a note) when there are < 2 seeds or a
+    non-finite value (a diverged run): the claim is then decided on the point value alone."""
+    x = np.asarray(values, dtype=float)
+    if x.size < 2:
+        notes[name] = notes.get(name, "") + " [1 seed: no interval]"
+        return None
+    if not np.isfinite(x).all():
+        notes[name] = notes.get(name, "") + " [a non-finite seed value: no interval]"
+        return None
+    return t_interval(x)
+
+
+def claim_metrics(df: pd.DataFrame, cfg: AnalysisConfig, steptime: dict, model: dict) -> dict:
+    """Claim metrics; where a claim runs over several seeds, per-seed values paired by seed, the
+    point value as the metric and a 95% t interval over seeds under `intervals`."""
+    S, P, Q = cfg.siamese, cfg.baseline, cfg.post
+    seeds = sorted(int(x) for x in df["seed"].unique())
+    out: dict = {"n_seeds": len(seeds), "seeds": seeds, "schemes": sorted(df["scheme"].unique()),
+                 "lrs": sorted(float(x) for x in df["lr"].unique()), "notes": {}, "intervals": {}}
+    notes, iv = out["notes"], out["intervals"]
+
+    # C1a: SiameseNorm stable at the high lr, per seed (no divergence and val loss within
+    # c1_tolerance of its own low-lr loss, same seed); the count of such seeds is the metric
     s_hi, s_lo = _at(df, S, cfg.high_lr), _at(df, S, cfg.low_lr)
     q_hi, p_hi = _at(df, Q, cfg.high_lr), _at(df, P, cfg.high_lr)
     s_ratio = float(_loss(s_hi).mean() / _loss(s_lo).mean())
     out["c1_siamese_high_over_low"] = s_ratio
-    out["c1_siamese_stable_high_lr"] = bool(not s_hi["diverged"].any() and s_ratio <= 1 + cfg.c1_tolerance)
-    q_ratio = float(_loss(q_hi).mean() / _loss(p_hi).mean())
+    lhi = _loss(s_hi).set_axis(s_hi["seed"]).sort_index()
+    llo = _loss(s_lo).set_axis(s_lo["seed"]).sort_index()
+    div_s = s_hi.set_index("seed")["diverged"].astype(bool).sort_index()
+    stable = (~div_s) & (lhi / llo <= 1 + cfg.c1_tolerance)
+    out["c1_siamese_stable_seeds"] = int(stable.sum())
+    out["c1_siamese_stable_high_lr"] = bool(stable.all())
+    # C1b: Post-Norm fails at the high lr, per seed: diverged, or val loss >= (1 + margin) x
+    # Pre-Norm's (same seed); the count of such seeds is the metric
+    lq = _loss(q_hi).set_axis(q_hi["seed"]).sort_index()
+    lp = _loss(p_hi).set_axis(p_hi["seed"]).sort_index()
+    div_q = q_hi.set_index("seed")["diverged"].astype(bool).sort_index()
+    fails = div_q | (lq / lp >= 1 + cfg.c1_post_margin)
+    q_ratio = float(lq.mean() / lp.mean())
     out["c1_post_over_pre_high_lr"] = q_ratio
-    out["c1_post_diverged_seeds"] = int(q_hi["diverged"].sum())
-    out["c1_post_fails_high_lr"] = bool(q_hi["diverged"].any() or q_ratio >= 1 + cfg.c1_post_margin)
-    notes["c1_siamese_stable_high_lr"] = (
-        f"{S} at lr {cfg.high_lr:g}: {int(s_hi['diverged'].sum())}/{len(s_hi)} seeds diverged, "
-        f"val loss {_loss(s_hi).mean():.4f} vs {_loss(s_lo).mean():.4f} at lr {cfg.low_lr:g} (ratio {s_ratio:.3f})")
-    notes["c1_post_fails_high_lr"] = (
-        f"{Q} at lr {cfg.high_lr:g}: {int(q_hi['diverged'].sum())}/{len(q_hi)} seeds diverged, "
-        f"val loss {_loss(q_hi).mean():.4f} vs {P} {_loss(p_hi).mean():.4f} (ratio {q_ratio:.3f})")
+    out["c1_post_diverged_seeds"] = int(div_q.sum())
+    out["c1_post_fail_seeds"] = int(fails.sum())
+    per_seed = lambda r: "/".join(f"{v:.3f}" for v in r)  # noqa: E731
+    notes["c1_siamese_stable_seeds"] = (
+        f"{S} at lr {cfg.high_lr:g}: {int(div_s.sum())}/{len(div_s)} seeds diverged; val loss / its own "
+        f"lr {cfg.low_lr:g} loss per seed {per_seed(lhi / llo)} (≤ {1 + cfg.c1_tolerance:.2f} counts); "
+        f"stable in {int(stable.sum())} of {len(stable)} seeds")
+    notes["c1_post_fail_seeds"] = (
+        f"{Q} at lr {cfg.high_lr:g}: {int(div_q.sum())}/{len(div_q)} seeds diverged; val loss / {P}'s per "
+        f"seed {per_seed(lq / lp)} (≥ {1 + cfg.c1_post_margin:.2f} or diverged counts as failing); fails in "
+        f"{int(fails.sum())} of {len(fails)} seeds")
 
-    # C2, C3: each scheme at its own best learning rate
+    # C2, C3: each scheme at its own best learning rate (by seed-mean val loss), seeds paired
     lr_s, lr_p = best_lr(df, S), best_lr(df, P)
-    s_best, p_best = _at(df, S, lr_s), _at(df, P, lr_p)
-    ppl_s, ppl_p = float(s_best["val_ppl"].mean()), float(p_best["val_ppl"].mean())
+    ppl_s, ppl_p = _per_seed(df, S, lr_s, "val_ppl"), _per_seed(df, P, lr_p, "val_ppl")
+    if list(ppl_s.index) != list(ppl_p.index):
+        raise InputError(f"aggregate: seeds differ between {S} {list(ppl_s.index)} and {P} {list(ppl_p.index)}")
+    ratio = ppl_s / ppl_p
     out.update(best_lr={sch: best_lr(df, sch) for sch in out["schemes"]},
-               c2_ppl_siamese=ppl_s, c2_ppl_pre=ppl_p, c2_ppl_ratio=ppl_s / ppl_p)
-    notes["c2_ppl_ratio"] = f"val PPL {S} {ppl_s:.4f} (lr {lr_s:g}) vs {P} {ppl_p:.4f} (lr {lr_p:g})"
-    a_s, a_p = float(s_best["arith_score"].mean()), float(p_best["arith_score"].mean())
-    out.update(c3_arith_siamese=a_s, c3_arith_pre=a_p, c3_arith_gain=a_s - a_p,
-               c3_arith_rel_gain=(a_s - a_p) / a_p if a_p > 0 else float("nan"))
-    rel = f"relative {out['c3_arith_rel_gain']:+.1%}" if a_p > 0 else "relative: n/a, Pre-Norm scores 0"
-    notes["c3_arith_gain"] = (f"arithmetic {S} {a_s:.3f} vs {P} {a_p:.3f} at each one's best lr "
-                              f"({rel}; the paper: 28.1% → 39.6%, +40.9%)")
+               c2_ppl_siamese=float(ppl_s.mean()), c2_ppl_pre=float(ppl_p.mean()),
+               c2_ppl_ratio=float(ratio.mean()), c2_ppl_ratio_per_seed=ratio.tolist(),
+               c2_ppl_ratio_seeds_below_1=int((ratio < 1).sum()))
+    notes["c2_ppl_ratio"] = (f"mean over {len(ratio)} seeds of the per-seed ratio (per seed {per_seed(ratio)}); "
+                             f"val PPL {S} {ppl_s.mean():.4f} (lr {lr_s:g}) vs {P} {ppl_p.mean():.4f} (lr {lr_p:g}); "
+                             f"{S} lower in {int((ratio < 1).sum())} of {len(ratio)} seeds")
+    if (r := _t_or_none(ratio, "c2_ppl_ratio", notes)) is not None:
+        iv["c2_ppl_ratio"] = r
+    a_s, a_p = _per_seed(df, S, lr_s, "arith_score"), _per_seed(df, P, lr_p, "arith_score")
+    gain = a_s - a_p
+    out.update(c3_arith_siamese=float(a_s.mean()), c3_arith_pre=float(a_p.mean()), c3_arith_gain=float(gain.mean()),
+               c3_arith_gain_per_seed=gain.tolist(), c3_arith_max=float(max(a_s.mean(), a_p.mean())),
+               c3_arith_seeds_siamese_higher=int((gain > 0).sum()))
+    if a_p.mean() > 0:
+        out["c3_arith_rel_gain"] = float(gain.mean() / a_p.mean())
+    rel = f"relative {gain.mean() / a_p.mean():+.1%}" if a_p.mean() > 0 else "relative: n/a, Pre-Norm scores 0"
+    notes["c3_arith_gain"] = (f"arithmetic {S} {a_s.mean():.3f} vs {P} {a_p.mean():.3f} at each one's best lr, "
+                              f"mean over {len(gain)} seeds of the per-seed gain (per seed "
+                              f"{'/'.join(f'{v:+.3f}' for v in gain)}; {S} higher in {int((gain > 0).sum())} of "
+                              f"{len(gain)}; {rel}; the paper: 28.1% → 39.6%, +40.9%)")
+    if (r := _t_or_none(gain, "c3_arith_gain", notes)) is not None:
+        iv["c3_arith_gain"] = r
+    if "arith_nontrivial_score" in df:
+        nt_s = _per_seed(df, S, lr_s, "arith_nontrivial_score")
+        nt_p = _per_seed(df, P, lr_p, "arith_nontrivial_score")
+        out["c3_arith_nontrivial_max"] = float(max(nt_s.mean(), nt_p.mean()))
+        notes["c3_arith_nontrivial_max"] = (
+            f"exact match without the ×0 / ×1 products: {S} {nt_s.mean():.3f} vs {P} {nt_p.mean():.3f} "
+            f"(seed means at each one's best lr)")
+    else:  # paper scale: lm-eval's arithmetic tasks are not split
+        out["c3_arith_nontrivial_max"] = out["c3_arith_max"]
 
     # C4: parameters (closed form) and step time (measured side by side)
     d, L = model["d_model"], model["n_layers"]
@@ -98,21 +164,46 @@ def claim_metrics(df: pd.DataFrame, cfg: AnalysisConfig, steptime: dict, model: 
     out.update(c4_param_delta=n_s - n_p, c4_param_delta_expected=(4 * L + 2) * d,
                c4_param_delta_matches=(n_s - n_p) == (4 * L + 2) * d)
     notes["c4_param_delta_matches"] = f"{n_s:,} − {n_p:,} = {n_s - n_p:,}; (4L+2)·d = {(4 * L + 2) * d:,}"
-    ratio = steptime["ratio_vs_pre"].get(S, float("nan"))
-    out["c4_step_time_ratio"] = ratio
+    ratio_t = steptime["ratio_vs_pre"].get(S, float("nan"))
+    out["c4_step_time_ratio"] = ratio_t
     out["step_time_ratio_vs_pre"] = steptime["ratio_vs_pre"]
     notes["c4_step_time_ratio"] = (
         "median ms per AdamW step, schemes interleaved in one process: "
         + ", ".join(f"{k} {v:.1f}" for k, v in steptime["ms_per_step"].items()))
 
-    # C5: gradient flow, layer-0 / last-layer gradient norm at the fixed step, low lr
-    r = {sch: _geomean(_at(df, sch, cfg.low_lr)["grad_ratio_first_last"]) for sch in out["schemes"]}
+    # C5: gradient flow, layer-0 / last-layer gradient norm at the fixed step, low lr. The fold
+    # is exp|mean over seeds of log(r_S / r_P)| (= the ratio of the seed geometric means); its
+    # interval maps the t interval of the per-seed log ratios through x -> exp|x|
+    g = {sch: _per_seed(df, sch, cfg.low_lr, "grad_ratio_first_last") for sch in out["schemes"]}
+    r = {sch: _geomean(v) for sch, v in g.items()}
     out["grad_ratio_first_last"] = r
-    fold = max(r[S] / r[P], r[P] / r[S]) if r[S] > 0 and r[P] > 0 else float("nan")
-    out["c5_grad_ratio_fold"] = fold
+
+    def fold(a, b):
+        return max(r[a] / r[b], r[b] / r[a]) if r[a] > 0 and r[b] > 0 else float("nan")
+
+    out["c5_grad_ratio_fold"] = fold(S, P)
+    out["c5_post_fold"] = fold(Q, P)
     notes["c5_grad_ratio_fold"] = ("‖∇ layer 0‖ / ‖∇ layer L−1‖ (geometric mean over seeds, lr "
                                    f"{cfg.low_lr:g}): " + ", ".join(f"{k} {v:.3g}" for k, v in r.items()))
-    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+    notes["c5_post_fold"] = f"the same fold between {Q} and {P}: the pattern C5 must tell apart from {P}'s"
+    if (g[S] > 0).all() and (g[P] > 0).all() and np.isfinite(g[S]).all() and np.isfinite(g[P]).all():
+        logr = np.log(g[S].to_numpy()) - np.log(g[P].to_numpy())
+        if (t := _t_or_none(logr, "c5_grad_ratio_fold", notes)) is not None:
+            lo, hi = t["lo"], t["hi"]
+            near = 0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi))
+            iv["c5_grad_ratio_fold"] = interval_record(math.exp(near), math.exp(max(abs(lo), abs(hi))),
+                                                       method="t (per-seed log ratio, mapped by exp|x|)",
+                                                       n=t["n"], level=t["level"])
+    return _clean(out)
+
+
+def _clean(d):
+    """NaN -> None (JSON null: not measured), recursively through dicts and lists."""
+    if isinstance(d, dict):
+        return {k: _clean(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_clean(v) for v in d]
+    return None if isinstance(d, float) and math.isnan(d) else d
 
 
 def curves(logs: dict[tuple[str, float, int], list[dict]]) -> pd.DataFrame:

@@ -14,30 +14,50 @@ from pathlib import Path
 
 from methods.core.evaluate import export_task, metric, run_lm_eval
 from methods.core.models import load_model
-from methods.core.results import InputError, read_json
+from methods.core.results import InputError, read_json, read_jsonl, write_jsonl
 
 from .config import GENERATED_TASK, EvalConfig
 
+NONTRIVIAL_TASK = GENERATED_TASK + "_nontrivial"
+
+
+def is_trivial(row: dict) -> bool:
+    """A held-out product by 0 or 1 (`a*0=`, `a*1=`): answered by one memorised pattern (0, or
+    copying a), not by arithmetic."""
+    return row["op"] == "*" and row["prompt"].rstrip("=").split("*")[1] in ("0", "1")
+
 
 def evaluate_runs(cfg: EvalConfig, run_dirs: list[str | Path], data_dir: str | Path) -> list[dict]:
+    """lm-eval every run. With our generated task, the held-out problems without the trivial
+    products (×0, ×1) are scored as a second task, so an analysis can tell arithmetic from one
+    memorised pattern; at paper scale (lm-eval's registered tasks) there is no such split."""
     rows = []
     with tempfile.TemporaryDirectory() as td:
-        include = None
+        include, tasks = None, cfg.tasks
         if cfg.tasks == [GENERATED_TASK]:
-            export_task(td, GENERATED_TASK, Path(data_dir) / "arith_eval.jsonl", "generate_until",
+            src = Path(data_dir) / "arith_eval.jsonl"
+            export_task(td, GENERATED_TASK, src, "generate_until", max_gen_toks=cfg.max_gen_toks, stop="\n")
+            kept = [r for r in read_jsonl(src) if not is_trivial(r)]
+            write_jsonl(Path(td) / "arith_nontrivial.jsonl", kept)
+            export_task(td, NONTRIVIAL_TASK, Path(td) / "arith_nontrivial.jsonl", "generate_until",
                         max_gen_toks=cfg.max_gen_toks, stop="\n")
-            include = td
+            include, tasks = td, [GENERATED_TASK, NONTRIVIAL_TASK]
         for d in map(Path, run_dirs):
             s = read_json(d / "train_summary.json")
             model, tok = load_model(d)
-            res = run_lm_eval(model, tok, cfg.tasks, include, cfg.batch_size, limit=cfg.limit)
+            res = run_lm_eval(model, tok, tasks, include, cfg.batch_size, limit=cfg.limit)
             arith = metric(res, cfg.arith_task, cfg.arith_metric)
-            rows.append({
+            row = {
                 "run": d.name, "scheme": s["scheme"], "lr": s["lr"], "seed": s["seed"],
                 "val_loss": s["val_loss"], "val_ppl": s["val_ppl"], "diverged": s["diverged"],
                 "arith_score": arith if math.isfinite(arith) else 0.0,
                 "lm_eval": res["results"], "lm_eval_s": res["lm_eval_s"],
-            })
+            }
+            if NONTRIVIAL_TASK in tasks:
+                nt = metric(res, NONTRIVIAL_TASK, cfg.arith_metric)
+                row["arith_nontrivial_score"] = nt if math.isfinite(nt) else 0.0
+                row["n_arith_nontrivial"] = len(kept)
+            rows.append(row)
     if not rows:
         raise InputError("evaluate: no runs given")
     return rows

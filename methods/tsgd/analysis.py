@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+from methods.core.stats import paired_bootstrap_diff
+
 SIM_NOTE = ("tiny/smoke: solver and reflector are our seeded simulator (SimSolver/SimReflector) "
             "on MATH-lite; it stands in for a real LLM solving and reflecting on MATH, so this checks "
             "the optimiser's logic and the phenomenon as modelled, not the paper's MATH/AIME numbers")
@@ -19,6 +21,14 @@ def claim_metrics(base: dict, runs: dict[str, dict], traces: dict[str, list[dict
     m.update({f"{v}_test_acc": r["test_acc"] for v, r in runs.items()})
     m["c1_gain_over_zero_shot"] = full["test_acc"] - base["zero_shot_test_acc"]
     m["c1_gain_over_rag"] = full["test_acc"] - curve[big]
+    # paired over the test problems (every system answers the same ones): a percentile bootstrap
+    # of the mean per-problem difference, and the number of problems on which the two differ
+    m["intervals"] = {}
+    for key, ref in (("c1_gain_over_zero_shot", "zero_shot_test_ok"), ("c1_gain_over_rag", "rag_final_test_ok")):
+        a, b = full.get("test_ok"), base.get(ref)
+        if a and b and len(a) == len(b):
+            m["intervals"][key] = paired_bootstrap_diff([float(x) for x in a], [float(x) for x in b])
+            m[key.replace("gain", "discordant")] = int(sum(x != y for x, y in zip(a, b)))
     # (2) the budget holds at every step (for every budgeted variant) and the final size is in [K, C]
     m["c2_budget_respected"] = bool(all(
         r["capacity"] is None or (r["max_size"] <= r["capacity"]
@@ -27,6 +37,7 @@ def claim_metrics(base: dict, runs: dict[str, dict], traces: dict[str, list[dict
     if all(r["max_size"] == 0 for r in runs.values() if r["capacity"] is not None):
         m["c2_budget_respected"] = None  # no rule was ever accepted: the budget was never tested
     m["c2_final_size"] = len(full["library"]["rules"])
+    m["full_accepted_ops"] = int(sum(bool(o["accepted"]) for o in full["ops"]))
     m["c2_final_size_in_range"] = bool(n_types <= m["c2_final_size"] <= full["capacity"])
     # (3) verification
     if nov is not None and simulated:
@@ -40,13 +51,23 @@ def claim_metrics(base: dict, runs: dict[str, dict], traces: dict[str, list[dict
         m["c3_local_only_instance_accepted"], m["c3_full_instance_accepted"] = n_loc, n_full
         m["c3_local_admits_full_rejects"] = bool(n_loc > 0 and n_full == 0)
     # (4) saturation: RAG non-increasing from 200 stored experiences on; TSGD's val curve flat
+    m["c4_rag_range"] = max(curve.values()) - min(curve.values())   # 0: stored experiences change nothing
     after = [curve[k] for k in sorted(curve) if k >= 200]
     m["c4_rag_change_after_200"] = after[-1] - after[0] if len(after) >= 2 else float("nan")
     m["c4_rag_nonincreasing_after_200"] = (bool(all(b <= a for a, b in zip(after, after[1:])))
                                            if len(after) >= 2 else None)
-    ft = [t["val_acc"] for t in traces["full"] if t["val_acc"] not in (None, "")]
-    tail = [float(x) for x in ft[int(len(ft) * flat_from):]]
+    ev = [t for t in traces["full"] if t["val_acc"] not in (None, "")]
+    tail_rows = ev[int(len(ev) * flat_from):]
+    tail = [float(t["val_acc"]) for t in tail_rows]
     m["c4_tsgd_val_range_tail"] = (max(tail) - min(tail)) if len(tail) >= 2 else float("nan")
+    m["c4_tail_evals"] = len(tail)
+    # ops accepted after the first tail evaluation: with none, the library no longer changes and
+    # its (deterministic) validation accuracy is constant by construction
+    if tail_rows:
+        first = int(tail_rows[0]["step"])
+        m["c4_tail_accepted_ops"] = int(sum(int(t["n_accepted"]) for t in traces["full"] if int(t["step"]) > first))
+    if not m["intervals"]:
+        del m["intervals"]
     m["notes"] = _notes(m, simulated)
     return m
 

@@ -218,14 +218,15 @@ def train_tsgd(agent: Agent, train: list[dict], val: list[dict], classify=None, 
 
 
 def static_rag(agent: Agent, train: list[dict], test: list[dict], k: int, checkpoints: list[int],
-               seed: int) -> list[dict]:
+               seed: int) -> tuple[list[dict], list[bool]]:
     """Append-only experience memory: every training attempt (question, the solver's own answer)
     is stored unverified; the solver sees the top-k most similar experiences. Test accuracy is
-    measured when the memory holds each checkpoint's number of experiences."""
+    measured when the memory holds each checkpoint's number of experiences. Returns the curve and
+    the per-problem outcomes on test at the last checkpoint."""
     order = list(range(len(train)))
     random.Random(seed).shuffle(order)
     memory: list[tuple[str, str]] = []
-    curve = []
+    curve, last_ok = [], []
     agent.ret.vecs([p["question"] for p in train + test])   # encode once, in batches
 
     def run(probs):
@@ -241,6 +242,6 @@ def static_rag(agent: Agent, train: list[dict], test: list[dict], k: int, checkp
         ans, _ = run([train[i]])[0]
         memory.append((train[i]["question"], ans if ans is not None else ""))
         if j + 1 in checkpoints:
-            acc = float(np.mean([ok for _, ok in run(test)]))
-            curve.append({"memory_size": j + 1, "test_acc": acc})
-    return curve
+            last_ok = [bool(ok) for _, ok in run(test)]
+            curve.append({"memory_size": j + 1, "test_acc": float(np.mean(last_ok))})
+    return curve, last_ok

@@ -131,11 +131,11 @@ def baselines(cfg_json: str, data_dir: str, out: str, curve_csv: str) -> dict:
     t0 = time.perf_counter()
     agent, _ = make_agent(s, data_dir, None, need_retriever=True)
     train, test = load_split(data_dir, "train"), load_split(data_dir, "test")
-    zs = agent.accuracy(test, Library(None))[0]
+    zs, zs_ok = agent.accuracy(test, Library(None))
     cps = [c for c in s.rag.checkpoints if c <= len(train)]
     if not cps:
         raise InputError("tsgd.rag.checkpoints: none is <= the number of training problems")
-    curve = static_rag(agent, train, test, s.rag.k, cps, s.rag.seed)
+    curve, rag_ok = static_rag(agent, train, test, s.rag.k, cps, s.rag.seed)
     buf = io.StringIO()
     w = csv.DictWriter(buf, ["memory_size", "test_acc"])
     w.writeheader()
@@ -143,7 +143,8 @@ def baselines(cfg_json: str, data_dir: str, out: str, curve_csv: str) -> dict:
     from methods.core.results import write_text
 
     write_text(curve_csv, buf.getvalue())
-    res = {"zero_shot_test_acc": zs, "rag_curve": curve, "n_solver_calls": agent.n_solver_calls,
+    res = {"zero_shot_test_acc": zs, "rag_curve": curve, "zero_shot_test_ok": [bool(x) for x in zs_ok],
+           "rag_final_test_ok": rag_ok, "n_solver_calls": agent.n_solver_calls,
            "wall_s": time.perf_counter() - t0}
     write_json(out, res)
     return res
@@ -166,7 +167,7 @@ def train_variant(cfg_json: str, variant: str, data_dir: str, out: str, trace_cs
     agent, classify_fn = make_agent(s, data_dir, v, need_retriever=need_ret)
     train, val, test = (load_split(data_dir, sp) for sp in ("train", "val", "test"))
     r = train_tsgd(agent, train, val, classify_fn)
-    test_acc, _ = agent.accuracy(test, r["library"])
+    test_acc, test_ok = agent.accuracy(test, r["library"])
     final_test_acc, _ = agent.accuracy(test, r["final"])
     kinds = [classify_fn(x)[0] for x in r["library"].rules] if classify_fn else []
     buf = io.StringIO()
@@ -174,7 +175,8 @@ def train_variant(cfg_json: str, variant: str, data_dir: str, out: str, trace_cs
     w.writeheader()
     w.writerows(r["trace"])
     write_text(trace_csv, buf.getvalue())
-    res = {"variant": variant, **dataclasses.asdict(v), "test_acc": test_acc, "final_test_acc": final_test_acc,
+    res = {"variant": variant, **dataclasses.asdict(v), "test_acc": test_acc, "test_ok": [bool(x) for x in test_ok],
+           "final_test_acc": final_test_acc,
            "best_val_acc": r["best_val_acc"], "best_step": r["best_step"], "max_size": r["max_size"],
            "library": r["library"].to_json(), "final_library": r["final"].to_json(),
            "library_kinds": kinds, "ops": r["ops"], "n_solver_calls": agent.n_solver_calls,

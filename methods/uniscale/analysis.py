@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from methods.core.stats import interval_record, t_interval
+
 from . import pareto
 from .bandit import BanditConfig, run_policy
 
@@ -85,6 +87,14 @@ def _mean(runs, w, p, key=lambda r: np.mean(r["reward"])):
     return float(np.mean(v)) if v else float("nan")
 
 
+def _seed_interval(runs, w, a, b) -> dict | None:
+    """t interval over seeds of mean reward(policy a) − mean reward(policy b) under weights w."""
+    ra = {r["seed"]: np.mean(r["reward"]) for r in runs if r["weights"] == w and r["policy"] == a}
+    rb = {r["seed"]: np.mean(r["reward"]) for r in runs if r["weights"] == w and r["policy"] == b}
+    d = [ra[s] - rb[s] for s in sorted(set(ra) & set(rb))]
+    return t_interval(d) if len(d) >= 2 else None
+
+
 def regret_exponent(reg: np.ndarray) -> float:
     """Slope of log R(t) vs log t over t ∈ [T/10, T] (least squares)."""
     T = len(reg)
@@ -117,14 +127,28 @@ def metrics(res: dict, areas: dict, cfg: BanditConfig) -> dict:
             if not np.isnan(v):
                 table[f"{w}/{p}"] = v
     m["mean_reward"] = table
-    gaps, rnd = [], []
+    # C1: per weighting, the seed-mean gap and a t interval over the seeds (stream orders) of the
+    # per-seed gaps (the restricted learner: the better one by seed mean); then the min over
+    # weightings, with the interval [min lo, min hi] (every weighting ≥ t ⇔ the smallest lo is)
+    gaps, rnd, gap_iv, rnd_iv, headroom = [], [], [], [], []
     for w in ws:
         uis = _mean(runs, w, "uis_linucb")
-        gaps.append(uis - max(_mean(runs, w, "route_linucb"), _mean(runs, w, "tts_linucb")))
+        best = max(("route_linucb", "tts_linucb"), key=lambda p: _mean(runs, w, p))
+        gaps.append(uis - _mean(runs, w, best))
         rnd.append(uis - _mean(runs, w, "random"))
+        gap_iv.append(_seed_interval(runs, w, "uis_linucb", best))
+        rnd_iv.append(_seed_interval(runs, w, "uis_linucb", "random"))
+        headroom.append(_mean(runs, w, "random", key=lambda r: np.mean(r["oracle"]) - np.mean(r["reward"])))
     m["c1_uis_minus_best_restricted"] = float(min(gaps))
     m["c1_uis_minus_random"] = float(min(rnd))
-    ratios, expo = [], {}
+    # guard metric: the per-query best arm must earn more than a random arm, else every policy ties
+    m["c1_oracle_minus_random"] = float(min(headroom))
+    m["intervals"] = {}
+    for key, ivs in (("c1_uis_minus_best_restricted", gap_iv), ("c1_uis_minus_random", rnd_iv)):
+        if all(ivs):
+            m["intervals"][key] = interval_record(min(i["lo"] for i in ivs), min(i["hi"] for i in ivs),
+                                                  method="min over weightings of t", n=ivs[0]["n"])
+    ratios, expo, first_half = [], {}, []
     curves = {}
     for w in ws:
         for p in cfg.policies:
@@ -137,15 +161,33 @@ def metrics(res: dict, areas: dict, cfg: BanditConfig) -> dict:
             if p == "uis_linucb":
                 h = T // 2
                 ratios.append((reg[-1] - reg[h - 1]) / max(1e-12, reg[h - 1]))
+                first_half.append(float(reg[h - 1]))
             expo[f"{w}/{p}"] = regret_exponent(reg)
     m["c2_regret_half_ratio"] = float(max(ratios))
+    # guard metric: no regret in the first half makes the ratio 0 / 0 (a learner with nothing to learn)
+    m["c2_first_half_regret"] = float(min(first_half))
     m["regret_exponent"] = expo
     m["c3_area_gain"] = areas["area_unified"] - max(areas["area_route"], areas["area_tts"])
     m["areas"] = {k: areas[k] for k in ("area_unified", "area_route", "area_tts")}
     q0 = int(0.75 * T)
-    dyn = [np.mean(r["reward"][q0:]) for r in runs if r["weights"] == "dynamic"]
-    stat = [np.mean(r["reward"][q0:]) for r in runs if r["weights"] == ws[-1] and r["policy"] == "uis_linucb"]
-    m["c4_dynamic_gap"] = float(abs(np.mean(dyn) - np.mean(stat))) if dyn and stat else None
+    by_seed = lambda w: {r["seed"]: r for r in runs if r["weights"] == w and r["policy"] == "uis_linucb"}  # noqa: E731
+    dyn_r, stat_r = by_seed("dynamic"), by_seed(ws[-1])
+    seeds = sorted(set(dyn_r) & set(stat_r))
+    d = [float(np.mean(dyn_r[s]["reward"][q0:]) - np.mean(stat_r[s]["reward"][q0:])) for s in seeds]
+    m["c4_dynamic_gap"] = float(abs(np.mean(d))) if d else None
+    if len(d) >= 2:
+        # |mean| of the per-seed differences: the t interval of the mean folded at 0
+        iv = t_interval(d)
+        lo, hi = (iv["lo"], iv["hi"]) if iv["lo"] >= 0 else (-iv["hi"], -iv["lo"]) if iv["hi"] <= 0 else (0.0, max(-iv["lo"], iv["hi"]))
+        m["intervals"]["c4_dynamic_gap"] = interval_record(lo, hi, method="|t|", n=len(d))
+    # guard metric: the two weightings must lead the static UIS runs to different arms in the last
+    # quarter, else following the switch is trivial (the same choices earn the same reward)
+    cost_r = by_seed(ws[0])
+    diff = [float(np.mean(np.array(cost_r[s]["arm"][q0:]) != np.array(stat_r[s]["arm"][q0:])))
+            for s in seeds if s in cost_r]
+    m["c4_weights_change_choice"] = float(np.mean(diff)) if diff else None
+    if not m["intervals"]:
+        del m["intervals"]
     per_w = {w: {p: _mean(runs, w, p) for p in ("uis_linucb", "uis_linucb_joint", "route_linucb", "tts_linucb",
                                                 "random")} for w in ws}
     m["notes"]["c1_uis_minus_best_restricted"] = (

@@ -99,7 +99,9 @@ def _sample(a):
 
 
 def _analyze(a):
-    from .analysis import claim_metrics, figure, metric_rows, sim_threshold_sweep
+    import numpy as np
+
+    from .analysis import claim_metrics, figure, metric_rows, retention_gain_interval, sim_threshold_sweep
     from .lm import fitted_gamma
 
     cfg = from_json(C.AnalysisConfig, a.config, "analysis")
@@ -112,11 +114,16 @@ def _analyze(a):
         from methods.core.llm import Embedder
 
         embedder = Embedder()
-    rows = metric_rows({"base": base["samples"], "aligned": aligned["samples"]}, world, embedder)
-    gamma = (fitted_gamma(aligned["pool_logprobs"], base["pool_logprobs"], world)
-             if base.get("pool_logprobs") and aligned.get("pool_logprobs") else float("nan"))
+    embs: dict = {}
+    rows = metric_rows({"base": base["samples"], "aligned": aligned["samples"]}, world, embedder, embs)
+    have_lp = bool(base.get("pool_logprobs") and aligned.get("pool_logprobs"))
+    gamma = fitted_gamma(aligned["pool_logprobs"], base["pool_logprobs"], world) if have_lp else float("nan")
+    # guard of C3a: the base LM's slope on log pi_ref (it must have learned the reference distribution)
+    log_ref = {t: np.log(np.asarray(world["p_ref"][t])).tolist() for t in world["topics"]}
+    base_slope = fitted_gamma(base["pool_logprobs"], log_ref, world) if have_lp else float("nan")
     sweep = sim_threshold_sweep(world, cfg)
-    metrics = claim_metrics(theory, rows, gamma, sweep, world["alpha"], cfg)
+    c4_iv = retention_gain_interval(embs, world["topics"], cfg.bootstrap, cfg.seed) if embs else None
+    metrics = claim_metrics(theory, rows, gamma, sweep, world["alpha"], cfg, base_slope, c4_iv)
     write_metrics(a.table, {"rows": rows, "sweep": sweep}, json.loads(a.config))
     write_metrics(a.summary, metrics, json.loads(a.config))
     figure(theory, rows, sweep, a.figure,

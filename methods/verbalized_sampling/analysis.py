@@ -9,8 +9,10 @@ from . import metrics as M, prompts as P
 from .config import AnalysisConfig
 
 
-def metric_rows(samples: dict, world: dict, embedder=None) -> list[dict]:
-    """One row per (model, method): means over topics."""
+def metric_rows(samples: dict, world: dict, embedder=None, embeddings: dict | None = None) -> list[dict]:
+    """One row per (model, method): means over topics. With `embeddings` (a dict), the sample
+    embeddings of each (model, method) are kept there per topic, in topic order (for the topic
+    bootstrap of C4)."""
     rows = []
     for model, recs in samples.items():
         for method in dict.fromkeys(r["method"] for r in recs):
@@ -30,8 +32,10 @@ def metric_rows(samples: dict, world: dict, embedder=None) -> list[dict]:
             row.update({k: float(np.nanmean([p[k] for p in per])) for k in per[0]})
             row["unique_valid_per_topic"] = [p["unique_valid"] for p in per]
             if embedder is not None:
-                row["semantic_diversity"] = M.pooled_semantic_diversity(
-                    [embedder(r["samples"]) for r in rr])
+                embs = {r["topic"]: embedder(r["samples"]) for r in rr}
+                row["semantic_diversity"] = M.pooled_semantic_diversity(list(embs.values()))
+                if embeddings is not None:
+                    embeddings[(model, method)] = embs
             rows.append(row)
     return rows
 
@@ -79,8 +83,46 @@ def sim_threshold_sweep(world: dict, cfg: AnalysisConfig) -> list[dict]:
     return out
 
 
+def retention_gain_interval(embeddings: dict, topics: list[str], reps: int, seed: int) -> dict | None:
+    """C4's paired topic bootstrap: resample topics (the same draw for base and aligned, Direct and
+    VS), recompute each pooled semantic diversity and retention(VS) − retention(Direct);
+    percentile interval (methods.core.stats.interval_record). None without the four embeddings."""
+    from methods.core.stats import LEVEL, interval_record
+
+    keys = [(mo, me) for mo in ("base", "aligned") for me in ("direct", "vs_standard")]
+    if any(k not in embeddings for k in keys):
+        return None
+    # pair units: per topic the within-topic diversity sum and pair count of each run
+    stats = {}
+    for k in keys:
+        d, n = [], []
+        for t in topics:
+            e = embeddings[k].get(t)
+            m = 0 if e is None or len(e) < 2 else len(e) * (len(e) - 1) // 2
+            d.append(M.semantic_diversity(e) * m if m else 0.0)
+            n.append(m)
+        stats[k] = (np.asarray(d), np.asarray(n, float))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(topics), (reps, len(topics)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        div = {k: d[idx].sum(1) / n[idx].sum(1) for k, (d, n) in stats.items()}
+        gain = (div[("aligned", "vs_standard")] / div[("base", "vs_standard")]
+                - div[("aligned", "direct")] / div[("base", "direct")])
+    gain = gain[np.isfinite(gain)]
+    if len(gain) < reps // 2:
+        return None
+    lo, hi = np.quantile(gain, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    return interval_record(float(lo), float(hi), method="bootstrap", n=len(topics))
+
+
 def claim_metrics(theory: dict, rows: list[dict], gamma_hat: float, sweep: list[dict],
-                  alpha: float, cfg: AnalysisConfig) -> dict:
+                  alpha: float, cfg: AnalysisConfig, base_slope: float = float("nan"),
+                  c4_interval: dict | None = None) -> dict:
+    """Claim metrics, their intervals and the guard metrics: the base LM must track pi_ref
+    (c3_base_slope, else gamma-hat is a slope on noise) and produce valid samples in the Direct and
+    VS formats (else the diversity ratios compare nothing)."""
+    from methods.core.stats import interval_record
+
     by = {(r["model"], r["method"]): r for r in rows}
     tab = theory["sharpen"]
     c1 = max(max(abs(r["gamma_closed_form"] - r["gamma_theory"]),
@@ -96,10 +138,16 @@ def claim_metrics(theory: dict, rows: list[dict], gamma_hat: float, sweep: list[
     ret = {m: div(by[("aligned", m)][key], by[("base", m)][key])
            for m in ("direct", "vs_standard") if ("base", m) in by}
     covs = [s["coverage"] for s in sweep]
+    intervals = {}
+    if np.isfinite(lo) and np.isfinite(hi):
+        intervals["c3_direct_unique_ratio"] = interval_record(lo, hi, method="bootstrap",
+                                                              n=len(db["unique_valid_per_topic"]))
+    if c4_interval is not None:
+        intervals["c4_retention_gain"] = c4_interval
     notes = {
         "c4_retention_gain": (f"exploratory (our prototype did not pass); retention of "
                               f"{key}: VS {ret.get('vs_standard', float('nan')):.3f}, Direct "
-                              f"{ret['direct']:.3f}. DPO here trains on the direct format only, so "
+                              f"{ret['direct']:.3f}; 95% paired topic-bootstrap interval. DPO here trains on the direct format only, so "
                               "a VS advantage can come from alignment not transferring to the "
                               "list format rather than from the paper's mechanism (a "
                               "distribution-level prompt recovering pi_ref); the raw VS/Direct "
@@ -108,20 +156,24 @@ def claim_metrics(theory: dict, rows: list[dict], gamma_hat: float, sweep: list[
         "c3_gamma_hat": "theory for the DPO'd tiny LM is 1 + alpha/beta; the tiny LM only "
                         "approximates the population optimum",
     }
+    vs_base = by.get(("base", "vs_standard"), {})
     return {
         "c1_max_abs_gamma_error": c1,
         "c2_alpha_z": abs(a["alpha_hat"] - alpha) / a["alpha_se"],
         "alpha_hat": a["alpha_hat"], "alpha_se": a["alpha_se"], "alpha_p": a["alpha_p"],
         "c3_gamma_hat": gamma_hat,
         "c3_gamma_theory": 1 + alpha / theory["dpo_beta"],
+        "c3_base_slope": base_slope,
         "c3_direct_unique_ratio": ratio, "c3_direct_unique_ratio_ci": [lo, hi],
-        "c3_direct_unique_ratio_ci_hi": hi,
+        "base_direct_validity": db["validity"],
+        "base_vs_validity": vs_base.get("validity", float("nan")),
         "c4_retention_direct": ret["direct"],
         "c4_retention_vs": ret.get("vs_standard", float("nan")),
         "c4_retention_gain": ret.get("vs_standard", float("nan")) - ret["direct"],
         "c4_metric": key,
         "c5_coverage": covs,
         "c5_monotone": bool(all(b > a_ for a_, b in zip(covs, covs[1:]))),
+        "intervals": intervals,
         "notes": notes,
     }
 

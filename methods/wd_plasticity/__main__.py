@@ -106,7 +106,8 @@ def _figure(a):
     df = pd.read_csv(a.table, comment="#")
     figure(df, a.out, "Weight-decay plasticity sweep (mean ± sd over seeds). Top: pretraining val loss "
                       "and held-out answer NLL after SFT (lower is better). Bottom: linear probe accuracy "
-                      "for the city of a person from its name's hidden state, and weight RMS.")
+                      "for the city of a person (tiny: from the hidden state that recalls the city stated earlier in the "
+                      "context; dotted: majority class), and weight RMS.")
 
 
 def build_parser():

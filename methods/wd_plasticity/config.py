@@ -81,6 +81,10 @@ class ProbeConfig:
     batch_size: PosInt
     probe_attribute: Literal["city", "colour", "year"]
     probe_c: Positive            # inverse L2 strength of the logistic probe (sklearn's C)
+    # what the probe reads (methods.wd_plasticity.probes): "name" = the name alone, the fact
+    # stored in the weights; "recall" = the position where the model recalls the fact stated
+    # earlier in its context (the tiny models store no fact in their weights, see README)
+    probe_features: Literal["name", "recall"]
 
 
 @dataclass

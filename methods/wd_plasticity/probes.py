@@ -1,8 +1,14 @@
 """Mechanistic probes of a pretrained base (the abstract's mechanisms:
 linear separability, attention regularisation, overfitting; protocols ours).
 
-(a) linear separability: a logistic-regression probe (scikit-learn) on the last-layer mean
-    hidden state of each person's name, predicting the person's city; k-fold CV accuracy.
+(a) linear separability: a logistic-regression probe (scikit-learn) predicting a person's
+    attribute (city) from a last-layer hidden state; k-fold CV accuracy. Features
+    (`probe_features`): "name" = the mean hidden state of the name alone (the fact must be
+    stored in the weights); "recall" = the hidden state at the last position of a context that
+    states the fact, then another fact, then asks for it in another paraphrase
+    ("kovar lives in lima. kovar's favourite colour is teal. the city of kovar is ") — the
+    position where the model must recall the fact from its context, a skill the biographies
+    train (they repeat facts in paraphrase).
 (b) attention: per-head ‖W_Q^h W_K^hᵀ‖_F (the bilinear form of the pre-RoPE attention logits)
     and the mean effective rank of attention maps on validation sequences.
 (c) overfitting: the gap val − train of the pretraining loss on fixed windows.
@@ -75,6 +81,33 @@ def name_features(model, tok, names: list[str]):
     return np.stack(feats)
 
 
+def recall_context(person: dict, attribute: str) -> str:
+    """The fact in the first paraphrase, the next attribute's fact, then the last paraphrase of
+    the fact cut before its value (methods.wd_plasticity.world.TEMPLATES, in-distribution text)."""
+    from .world import TEMPLATES
+
+    attrs = list(TEMPLATES)
+    other = attrs[(attrs.index(attribute) + 1) % len(attrs)]
+    n = person["name"]
+    query = TEMPLATES[attribute][-1]
+    return (TEMPLATES[attribute][0].format(n=n, v=person[attribute]) + " "
+            + TEMPLATES[other][0].format(n=n, v=person[other]) + " "
+            + query[:query.index("{v}")].format(n=n))
+
+
+def recall_features(model, tok, texts: list[str]):
+    """Last-layer hidden state at the last position of each text."""
+    import numpy as np
+    import torch
+
+    feats = []
+    with torch.no_grad():
+        for t in texts:
+            ids = torch.tensor([tok(t, add_special_tokens=False)["input_ids"]])
+            feats.append(model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0, -1].double().numpy())
+    return np.stack(feats)
+
+
 def probe_accuracy(features, labels, folds: int, c: float = 1.0, seed: int = 0) -> float:
     """Stratified k-fold CV accuracy of a standardised multinomial logistic regression."""
     from sklearn.linear_model import LogisticRegression
@@ -102,7 +135,10 @@ def run_probes(cfg: ProbeConfig, base_dir: str | Path, data_dir: str | Path, sha
         labels = [p[cfg.probe_attribute] for p in people]
         # classes with fewer members than folds cannot be stratified; probe the rest
         keep = [i for i, l in enumerate(labels) if Counter(labels)[l] >= cfg.cv_folds]
-        feats = name_features(model, tok, [people[i]["name"] for i in keep])
+        if cfg.probe_features == "name":
+            feats = name_features(model, tok, [people[i]["name"] for i in keep])
+        else:
+            feats = recall_features(model, tok, [recall_context(people[i], cfg.probe_attribute) for i in keep])
         y = [labels[i] for i in keep]
         out["probe_accuracy"] = probe_accuracy(feats, y, cfg.cv_folds, cfg.probe_c)
         out["probe_chance"] = max(Counter(y).values()) / len(y)

@@ -1,4 +1,4 @@
-"""The AGoQ DAG plans at every scale (one training job per train variant, one probe, one
+"""The AGoQ DAG plans at every scale (one training job per train variant and seed, one probe, one
 aggregate, claims); a bad key in its scale section, or a bad step config, fails in one line
 naming the key."""
 import json
@@ -15,10 +15,11 @@ pytestmark = pytest.mark.workflow
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "agoq", scale)
-    assert counts == {"agoq_data": 1, "agoq_shards": 1, "agoq_train": len(sec["train_variants"]),
-                                      "agoq_probe": 1, "agoq_aggregate": 1, "claims": 1}
-    if scale == "tiny":  # the tiny variants; fp and qgrad8 always trained
-        assert {"fp", "laaq", "uni4", "uni2", "qgrad8"} <= set(sec["train_variants"])
+    n_train = len(sec["train_variants"]) * len(sec["seeds"])  # every train variant, every seed
+    assert counts == {"agoq_data": 1, "agoq_shards": 1, "agoq_train": n_train,
+                      "agoq_probe": 1, "agoq_aggregate": 1, "claims": 1}
+    if scale == "tiny":  # the tiny variants, 3 seeds each; fp and qgrad8 always trained
+        assert {"fp", "laaq", "uni4", "uni2", "qgrad8"} <= set(sec["train_variants"]) and n_train == 15
 
 
 def test_bad_key_in_section_is_named(tmp_path):

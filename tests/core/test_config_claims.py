@@ -115,7 +115,7 @@ def test_from_dict_on_train_config():
 
 # ------------------------------------------------------------------------------ claims ----
 def claim(cid, metric, checks, **over):
-    c = {"id": cid, "statement": f"claim {cid}", "paper_value": 1.0, "source": "§1", "metric": metric,
+    c = {"id": cid, "kind": "headline", "statement": f"claim {cid}", "paper_value": 1.0, "source": "§1", "metric": metric,
          "statistic": "mean", "checks": checks}
     c.update(over)
     return c
@@ -143,7 +143,9 @@ def test_verdicts_at_and_around_thresholds(op, value, measured, expected):
     assert row["measured"] == measured
     assert row["check"] == f"{C.SYMBOL[op]} {value}"
     assert row["note"] == ""
-    assert table["counts"] == {v: int(v == expected) for v in C.VERDICTS}
+    assert table["counts"]["total"] == {v: int(v == expected) for v in C.VERDICTS}
+    assert table["counts"]["headline"] == table["counts"]["total"]
+    assert table["counts"]["sanity"] == {v: 0 for v in C.VERDICTS}
 
 
 def test_not_checked_cases_and_counts():
@@ -172,14 +174,14 @@ def test_not_checked_cases_and_counts():
     for cid in ("NS", "NULL"):
         assert rows[cid]["verdict"] == "not_checked" and rows[cid]["check"] is None
         assert rows[cid]["note"] == "no check at this scale"
-    assert t["counts"] == {"reproduced": 1, "not_reproduced": 1, "not_checked": 5}
-    assert sum(t["counts"].values()) == len(spec["claims"])
+    assert t["counts"]["total"] == {"reproduced": 1, "not_reproduced": 1, "inconclusive": 0, "not_checked": 5}
+    assert sum(t["counts"]["total"].values()) == len(spec["claims"])
     # smoke: every check is null → all not_checked, nothing else
     s = C.evaluate_claims(spec, metrics, "smoke")
-    assert s["counts"] == {"reproduced": 0, "not_reproduced": 0, "not_checked": 7}
+    assert s["counts"]["total"] == {"reproduced": 0, "not_reproduced": 0, "inconclusive": 0, "not_checked": 7}
     assert (t["paper"], t["title"], t["scale"]) == ("p", "T", "tiny")
-    keys = {"id", "statement", "paper_value", "source", "metric", "statistic", "measured", "check",
-            "verdict", "note"}
+    keys = {"id", "kind", "statement", "paper_value", "source", "metric", "statistic", "measured",
+            "interval", "check", "guards", "verdict", "note"}
     assert all(set(r) == keys for r in t["claims"])
 
 
@@ -225,7 +227,68 @@ def test_real_wd_plasticity_claims_load_and_evaluate():
     # nothing measured → every claim not_checked, at every scale
     for scale in ("smoke", "tiny", "paper"):
         t = C.evaluate_claims(spec, {}, scale)
-        assert t["counts"]["not_checked"] == len(ids)
+        assert t["counts"]["total"]["not_checked"] == len(ids)
+
+
+GUARD = {"metric": "base", "op": ">=", "value": 0.2, "why": "the base must solve the task"}
+
+
+@pytest.mark.parametrize("metrics,expected,note", [
+    ({"m": 0.5, "base": 0.3}, "reproduced", ""),
+    ({"m": -0.5, "base": 0.3}, "not_reproduced", ""),
+    # a failed guard turns a pass and a failure alike into inconclusive, with the reason
+    ({"m": 0.0, "base": 0.003}, "inconclusive", "guard failed: base = 0.003, needs ≥ 0.2 (the base must solve the task)"),
+    ({"m": -0.5, "base": 0.1}, "inconclusive", "guard failed: base = 0.1, needs ≥ 0.2 (the base must solve the task)"),
+    ({"m": 0.5}, "inconclusive", "guard metric base not measured (the base must solve the task)"),
+    ({"m": 0.5, "base": float("nan")}, "inconclusive", "guard metric base not measured (the base must solve the task)"),
+    # no measurement of the claim's own metric: not_checked, guards are not consulted
+    ({"base": 0.003}, "not_checked", "metric not measured"),
+])
+def test_guards_make_verdicts_inconclusive(metrics, expected, note):
+    spec = spec_of(claim("G", "m", {"tiny": {"op": ">=", "value": 0.0}}, guards=[GUARD]))
+    row = C.evaluate_claims(spec, metrics, "tiny")["claims"][0]
+    assert (row["verdict"], row["note"]) == (expected, note)
+    assert row["guards"] == ["base ≥ 0.2"]
+
+
+def test_analysis_declared_inconclusive_and_bool_guard():
+    spec = spec_of(claim("A", "m", {"tiny": {"op": ">", "value": 0.0}},
+                         guards=[{"metric": "fired", "op": "is", "value": True, "why": "the gate must fire"}]))
+    row = C.evaluate_claims(spec, {"m": 1.0, "fired": False}, "tiny")["claims"][0]
+    assert row["verdict"] == "inconclusive" and "fired = False" in row["note"]
+    row = C.evaluate_claims(spec, {"m": 1.0, "fired": True, "inconclusive": {"m": "tie by construction"}},
+                            "tiny")["claims"][0]
+    assert (row["verdict"], row["note"]) == ("inconclusive", "analysis: tie by construction")
+
+
+@pytest.mark.parametrize("lo,hi,expected", [
+    (0.01, 0.3, "reproduced"),          # whole interval above the threshold
+    (-0.3, -0.01, "not_reproduced"),    # whole interval below
+    (-0.1, 0.3, "inconclusive"),        # straddles: the point value alone does not decide
+    (0.0, 0.3, "inconclusive"),         # '>' 0 does not hold at lo = 0
+])
+def test_interval_decides_the_verdict(lo, hi, expected):
+    spec = spec_of(claim("I", "m", {"tiny": {"op": ">", "value": 0.0}}))
+    iv = {"lo": lo, "hi": hi, "level": 0.95, "method": "t", "n": 3}
+    row = C.evaluate_claims(spec, {"m": (lo + hi) / 2, "intervals": {"m": iv}}, "tiny")["claims"][0]
+    assert row["verdict"] == expected and row["interval"] == iv
+    if expected == "inconclusive":
+        assert "straddles the threshold" in row["note"]
+
+
+def test_malformed_interval_and_guard_are_input_errors(tmp_path):
+    spec = spec_of(claim("I", "m", {"tiny": {"op": ">", "value": 0.0}}))
+    with pytest.raises(InputError, match="malformed interval for metric 'm'"):
+        C.evaluate_claims(spec, {"m": 1.0, "intervals": {"m": {"lo": 2.0, "hi": 1.0}}}, "tiny")
+    bad = [
+        ([claim("K", "m", None, kind="headlin")], "kind must be one of"),
+        ([claim("K", "m", None, guards=[{"metric": "b", "op": ">=", "value": 1}])], "a guard must be"),
+        ([claim("K", "m", None, guards=[{**GUARD, "op": "=="}])], "a guard must be"),
+        ([claim("K", "m", None), claim("K", "n", None)], "duplicate claim id 'K'"),
+    ]
+    for i, (cl, msg) in enumerate(bad):
+        with pytest.raises(InputError, match=msg):
+            C.load_claims(write_claims(tmp_path, cl, f"bad{i}.yaml"))
 
 
 # ----------------------------------------------------------------------------- results ----

@@ -31,17 +31,17 @@ def bench_row(s, rss):
     return f"{s}\t0:00:01\t{rss}\t10.0\t1.0\t1.0\t0.0\t0.0\t0.0\t{s}\n"
 
 
-def claim(cid, verdict, measured=0.5, statement="a statement", note=""):
-    return {"id": cid, "statement": statement, "paper_value": 0.1, "source": "Tab. 1",
+def claim(cid, verdict, measured=0.5, statement="a statement", note="", kind="headline", **extra):
+    return {"id": cid, "kind": kind, "statement": statement, "paper_value": 0.1, "source": "Tab. 1",
             "metric": "m", "statistic": "mean", "measured": measured, "check": "≥ 0.05",
-            "verdict": verdict, "note": note}
+            "verdict": verdict, "note": note, **extra}
 
 
 def write_paper(root: Path, slug: str, claims: list[dict], scale="tiny") -> Path:
     d = root / "results" / scale / slug
     (d / "figures").mkdir(parents=True)
     (d / "benchmarks").mkdir()
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in report.VERDICTS}
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in report.VERDICTS}  # ignored by the report
     prov = {"git_sha": "abc123def", "git_dirty": True, "packages": {"numpy": "2.4.6",
             "torch": None}, "python": "3.11.9", "config_hash": "cafef00d12345678", "seed": 0,
             "wall_s": 1.5, "host": "h", "time_utc": "2026-01-01T00:00:00Z", "argv": ["x"]}
@@ -104,7 +104,10 @@ def papers(tmp_path):
     a_claims = [claim("A1", "reproduced", measured=0.123456789),
                 claim("A2", "not_reproduced", measured=False,
                       statement="<script>alert('x')</script> & more"),
-                claim("A3", "not_checked", measured=None, note="needs <b>full</b> scale")]
+                claim("A3", "not_checked", measured=None, note="needs <b>full</b> scale", kind="sanity"),
+                claim("A4", "inconclusive", measured=0.1, kind="mechanism", guards=["base ≥ 0.2"],
+                      interval={"lo": -0.05, "hi": 0.25, "level": 0.95, "method": "t", "n": 3},
+                      note="95% interval [-0.05, 0.25] straddles the threshold")]
     a = write_paper(tmp_path, "paper_a", a_claims)
     (a / "figures" / "curve.png").write_bytes(PNG_1x1)
     (a / "figures" / "curve.caption.txt").write_text("Loss <vs> step\n")
@@ -113,7 +116,7 @@ def papers(tmp_path):
         HEADER + bench_row(10.5, 100.0) + bench_row(12.25, 150.5))
     (a / "benchmarks" / "train__tiny_1.tsv").write_text(HEADER + bench_row(7.0, "NA"))
     (a / "benchmarks" / "eval.tsv").write_text(HEADER + bench_row(3.125, 42.0))
-    b = write_paper(tmp_path, "paper_b", [claim("B1", "reproduced", measured=3)])
+    b = write_paper(tmp_path, "paper_b", [claim("B1", "reproduced", measured=3, kind="sanity")])
     (b / "benchmarks" / "plot__tiny.tsv").write_text(HEADER + bench_row("NA", "NA"))
     return tmp_path, a, b
 
@@ -133,22 +136,30 @@ def test_report_contents(papers, capsys):
                                           "methods.core.report --scale tiny --papers")
     t = parse(html)
 
-    # Summary: counts per verdict and the sum of every benchmark row's wall time.
-    summary = {r[0]: r[1:] for r in t.tables["summary"][0][1:]}
+    # Summary per kind (headline: reproduced / checkable, not reproduced, inconclusive; mechanism:
+    # reproduced / checkable, inconclusive; sanity: passed / checkable), not checked, and the sum of
+    # every benchmark row's wall time; then a totals row.
+    summary = {r[0]: r[1:] for r in t.tables["summary"][0] if r[0] in ("paper_a", "paper_b", "total")}
     # paper_b's only benchmark row is all NA: a dash, not a made-up 0.
-    assert summary == {"paper_a": ["1", "1", "1", "32.88"], "paper_b": ["1", "0", "0", "—"]}
+    assert summary == {"paper_a": ["1 / 2", "1", "0", "0 / 1", "1", "0 / 0", "1", "32.88"],
+                       "paper_b": ["0 / 0", "0", "0", "0 / 0", "0", "1 / 1", "0", "—"],
+                       "total": ["1 / 2", "1", "0", "0 / 1", "1", "1 / 1", "1", "32.88"]}
 
-    # Every claim, failing ones included, with its verdict; values formatted for humans.
+    # Every claim, failing ones included, with its kind and verdict, headline first; values
+    # formatted for humans, the interval next to the value, guards next to the check.
     claims_a, claims_b = t.tables["claims"]
+    assert [r[0] for r in claims_a[1:]] == ["A1", "A2", "A4", "A3"]
     rows = {r[0]: r for r in claims_a[1:]}
-    assert set(rows) == {"A1", "A2", "A3"}
-    assert rows["A1"][3] == "0.1235" and rows["A1"][5] == "reproduced"
-    assert rows["A2"][3] == "no" and rows["A2"][5] == "not_reproduced"
-    assert rows["A3"][3] == "—" and rows["A3"][5] == "not_checked"
-    assert rows["A3"][6] == "needs <b>full</b> scale"  # shown as text, not markup
-    assert [r[0] for r in claims_b[1:]] == ["B1"] and claims_b[1][3] == "3"
+    assert rows["A1"][1] == "headline" and rows["A1"][4] == "0.1235" and rows["A1"][6] == "reproduced"
+    assert rows["A2"][4] == "no" and rows["A2"][6] == "not_reproduced"
+    assert rows["A3"][1] == "sanity" and rows["A3"][4] == "—" and rows["A3"][6] == "not_checked"
+    assert rows["A3"][7] == "needs <b>full</b> scale"  # shown as text, not markup
+    assert rows["A4"][4] == "0.1 [-0.05, 0.25] 95%, n=3" and rows["A4"][5] == "≥ 0.05; if base ≥ 0.2"
+    assert rows["A4"][6] == "inconclusive"
+    assert [r[0] for r in claims_b[1:]] == ["B1"] and claims_b[1][4] == "3"
     assert ("badge not_reproduced", "not_reproduced") in t.spans
-    assert len(t.spans) == 4
+    assert ("badge inconclusive", "inconclusive") in t.spans
+    assert len(t.spans) == 5
 
     # Per-rule run times, computed by hand from the TSVs above.
     runtimes = {r[0]: r[1:] for r in t.tables["runtimes"][0][1:]}
@@ -190,7 +201,8 @@ def test_report_does_not_import_torch(papers):
 
 
 @pytest.mark.parametrize("breakage", ["missing_claims", "corrupt_claims", "missing_dir",
-                                      "malformed_claims", "wrong_scale", "corrupt_tsv"])
+                                      "malformed_claims", "wrong_scale", "corrupt_tsv", "no_kind",
+                                      "unknown_verdict"])
 def test_bad_input_exits_2_without_output(papers, capsys, breakage):
     tmp_path, a, b = papers
     target = b
@@ -206,6 +218,10 @@ def test_bad_input_exits_2_without_output(papers, capsys, breakage):
         target = write_paper(tmp_path, "paper_c", [claim("C1", "reproduced")], scale="full")
     elif breakage == "corrupt_tsv":
         (b / "benchmarks" / "x.tsv").write_text(HEADER + "ten\t0\t1\t1\t1\t1\t0\t0\t0\t1\n")
+    elif breakage == "no_kind":  # a claims.json from before claim kinds: rerun its claims step
+        target = write_paper(tmp_path, "paper_c", [{k: v for k, v in claim("C1", "reproduced").items() if k != "kind"}])
+    elif breakage == "unknown_verdict":
+        target = write_paper(tmp_path, "paper_c", [claim("C1", "passed")])
     rc, out, cap = run_cli(tmp_path, [a, target], capsys)
     assert rc == 2
     lines = cap.err.splitlines()

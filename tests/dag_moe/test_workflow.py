@@ -8,7 +8,7 @@ from methods.dag_moe.analysis import baseline_of, claim_metrics
 from tests.workflow.conftest import job_counts, snakemake
 
 
-@pytest.mark.parametrize("scale,n_train,n_seeds,n_lm_eval", [("tiny", 8, 2, 0), ("paper", 8, 2, 8)])
+@pytest.mark.parametrize("scale,n_train,n_seeds,n_lm_eval", [("tiny", 12, 3, 0), ("paper", 8, 2, 8)])
 def test_dry_run_job_counts(tmp_path, scale, n_train, n_seeds, n_lm_eval):
     out = snakemake(f"{tmp_path}/{scale}/dag_moe/claims.json", "-n", "--quiet", "rules",
                     config={"results_dir": tmp_path, "scale": scale}, timeout=300)
@@ -57,7 +57,18 @@ def test_claim_metrics_by_hand():
     assert baseline_of(runs, "dag_moe") == "moe_sum"
     assert abs(m["d1_val_loss_delta"] - (1.95 - 2.1)) < 1e-12
     assert abs(m["d1_rel_ppl_change"] - (math.exp(-0.15) - 1)) < 1e-12
-    assert abs(m["d2_loss_ratio"] - (1.8 / 3.0)) < 1e-12 and m["d2_acc_wins"] == 2
+    # D2a: mean over seeds of the per-seed ratio dag/sum: 0.5/1.0, 0.9/1.2, 0.4/0.8
+    ratios = [0.5, 0.75, 0.5]
+    assert abs(m["d2_loss_ratio"] - sum(ratios) / 3) < 1e-12 and m["d2_acc_wins"] == 2
+    assert abs(m["d2_loss_ratio_of_means"] - 1.8 / 3.0) < 1e-12
+    # 95% t intervals over seeds (scipy): D1 per-seed differences −0.1, −0.2; D2 the ratios
+    from scipy import stats
+
+    for key, xs in (("d1_val_loss_delta", [1.9 - 2.0, 2.0 - 2.2]), ("d2_loss_ratio", ratios)):
+        lo, hi = stats.t.interval(0.95, len(xs) - 1, loc=sum(xs) / len(xs), scale=stats.sem(xs))
+        iv = m["intervals"][key]
+        assert abs(iv["lo"] - lo) < 1e-12 and abs(iv["hi"] - hi) < 1e-12 and iv["n"] == len(xs), (key, iv)
+    assert m["d1_seeds_dag_lower"] == 2
     assert abs(m["d3_param_overhead_pct"] - 2.0) < 1e-12  # 10 / 500 active
     assert abs(m["d3_flop_overhead_pct"] - 1.0) < 1e-12   # 20 / 2000
     assert abs(m["d3_step_time_ratio"] - 1.3) < 1e-12

@@ -58,10 +58,42 @@ def test_cross_correlation_matches_numpy_and_dis_loss():
     a = rng.normal(size=(200, 3)); b = np.c_[a[:, 0] * 2 + rng.normal(size=200), rng.normal(size=(200, 2))]
     C = cross_correlation(torch.tensor(a), torch.tensor(b)).numpy()
     ref = np.corrcoef(a.T, b.T)[:3, 3:]
-    assert np.allclose(C, ref, atol=1e-4)
+    assert np.allclose(C, ref, atol=1e-6, rtol=0)
     ta, tb = torch.tensor(a), torch.tensor(b)
     cos = np.mean(np.abs((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)))
-    assert float(dis_loss(ta, tb, 0.5)) == pytest.approx(cos + 0.5 * np.mean(ref ** 2), abs=1e-4)
+    assert float(dis_loss(ta, tb, 0.5)) == pytest.approx(cos + 0.5 * np.mean(ref ** 2), abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cross_correlation_is_pearson_for_small_variance_columns(seed):
+    """C equals numpy.corrcoef to 1e-6 on random data whose columns have standard deviations from
+    1 down to 1e-9 around large offsets (an additive epsilon on the std, as before, would shrink
+    the small-variance columns' correlations toward 0), and |C| <= 1."""
+    rng = np.random.default_rng(seed)
+    n = 64
+    base = rng.normal(size=(n, 4))
+    scales = np.array([1.0, 1e-3, 1e-6, 1e-9])
+    a = 5.0 + base * scales
+    b = np.c_[0.7 * base[:, 1] + 0.3 * rng.normal(size=n), rng.normal(size=(n, 2))] * np.array([1e-4, 1.0, 1e-7]) - 3.0
+    C = cross_correlation(torch.tensor(a), torch.tensor(b)).numpy()
+    ref = np.corrcoef(a.T, b.T)[:4, 4:]
+    np.testing.assert_allclose(C, ref, atol=1e-6, rtol=0)
+    assert np.abs(C).max() <= 1 + 1e-12
+    assert abs(C[1, 0]) > 0.5                      # the built-in dependence survives the 1e-3 / 1e-4 scales
+
+
+def test_cross_correlation_constant_column_is_zero_with_finite_gradient():
+    """Pearson's r is undefined for a constant column (numpy gives nan): ours defines it as 0, the
+    other entries are unchanged, and the penalty's gradient stays finite."""
+    rng = np.random.default_rng(3)
+    a = np.c_[rng.normal(size=(50, 2)), np.full(50, 0.1)]
+    b = rng.normal(size=(50, 2))
+    ta = torch.tensor(a, requires_grad=True)
+    C = cross_correlation(ta, torch.tensor(b))
+    np.testing.assert_allclose(C[:2].detach().numpy(), np.corrcoef(a[:, :2].T, b.T)[:2, 2:], atol=1e-6, rtol=0)
+    assert np.abs(C[2].detach().numpy()).max() < 1e-6
+    C.pow(2).mean().backward()
+    assert torch.isfinite(ta.grad).all()
 
 
 def test_dcor_closed_form_bivariate_normal():
@@ -102,12 +134,39 @@ def test_bias_metrics_on_a_hand_table():
            "no_bottleneck": {**base, "p_mt_L2": 0.85}, "no_proxy": {**base, "p_mt_L2": 0.4}}
     m = claim_metrics(res, ReportConfig(lang="L2", full="dib_vib"))
     assert m["c1_bias_gap_ratio"] == pytest.approx(0.2 / 0.4)
-    assert m["c1_bias_reduced"] is True
+    assert m["c1_sft_p_mt"] == pytest.approx(0.9)
     assert m["c2_adv_gain"] == pytest.approx(0.1)
+    assert m["c2_sft_adv_acc"] == pytest.approx(0.5) and m["c2_sft_min_id_acc"] == pytest.approx(0.8)
     assert m["c2_id_drop"] == pytest.approx(0.01)
     assert m["c2_en_drop"] == pytest.approx(0.0)
-    assert m["c3_both_lower"] is True
+    assert m["c3_both_lower"] is True and m["c3_nodis_probe_acc"] == pytest.approx(0.9)
     assert m["c4_ablations_reduce_less"] is False  # no_proxy: |0.4−0.5| = 0.1 reduces more (0.3 > 0.2)
+    assert m["c4_full_reduction"] == pytest.approx(0.2)
+    assert m["intervals"] == {}
+
+
+def test_seed_intervals_are_paired_t_intervals():
+    """With per-seed results, each headline metric is the mean of its per-seed (paired) value and
+    its interval the 95% Student-t interval of those values (scipy.stats.t by hand)."""
+    from scipy.stats import t
+
+    base = {"id_acc_EN": 0.9, "id_acc_L1": 0.8, "id_acc_L2": 0.8, "adv_acc_L2": 0.6, "p_mt_L2": 0.9,
+            "probe_acc": 0.9, "dcor": 0.5}
+    sft = {"0": base, "1": {**base, "adv_acc_L2": 0.62}, "2": {**base, "adv_acc_L2": 0.58, "id_acc_EN": 0.92}}
+    dib = {"0": {**base, "adv_acc_L2": 0.70}, "1": {**base, "adv_acc_L2": 0.66},
+           "2": {**base, "adv_acc_L2": 0.67, "id_acc_EN": 0.90, "p_mt_L2": 0.7}}
+    mean = lambda runs: {k: float(np.mean([r[k] for r in runs.values()])) for k in base}  # noqa: E731
+    m = claim_metrics({"sft": mean(sft), "dib_vib": mean(dib)}, ReportConfig(lang="L2", full="dib_vib"),
+                      {"sft": sft, "dib_vib": dib})
+    gains = np.array([0.10, 0.04, 0.09])
+    assert m["c2_adv_gain"] == pytest.approx(gains.mean())
+    half = t.ppf(0.975, 2) * gains.std(ddof=1) / np.sqrt(3)
+    iv = m["intervals"]["c2_adv_gain"]
+    assert (iv["lo"], iv["hi"], iv["n"]) == (pytest.approx(gains.mean() - half), pytest.approx(gains.mean() + half), 3)
+    ratios = np.array([1.0, 1.0, 0.2 / 0.4])
+    assert m["c1_bias_gap_ratio"] == pytest.approx(ratios.mean())
+    assert m["c2_en_drop"] == pytest.approx(np.mean([0.0, 0.0, 0.02]))
+    assert m["n_seeds"] == 3
 
 
 def test_vq_kmeanspp_init_and_centring_avoid_collapse():

@@ -1,4 +1,4 @@
-"""The Efficient-DLM DAG plans at every scale with one conversion per variant; a bad key in its
+"""The Efficient-DLM DAG plans at every scale with one conversion per variant and seed; a bad key in its
 scale section or in a step's --config fails with one line naming the key."""
 import json
 import subprocess
@@ -15,10 +15,12 @@ pytestmark = pytest.mark.workflow
 def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "efficient_dlm", scale)
     assert counts == {"efficient_dlm_data": 1, "efficient_dlm_train_ar": 1,
-                      "efficient_dlm_convert": len(sec["variants"]), "efficient_dlm_eval": 1,
+                      "efficient_dlm_convert": len(sec["variants"]) * len(sec["seeds"]), "efficient_dlm_eval": 1,
                       "efficient_dlm_report": 1, "claims": 1}
     if scale != "smoke":   # all four variants (smoke runs two)
         assert len(sec["variants"]) == 4
+    if scale == "tiny":    # three conversion seeds per variant (intervals over seeds)
+        assert sec["seeds"] == [0, 1, 2]
 
 
 def test_bad_key_in_section_is_named(tmp_path):

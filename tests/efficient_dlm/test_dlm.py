@@ -81,7 +81,8 @@ def test_mask_schedule_closed_form(t, beta):
 
 
 def _reference_decode(model, prompt, block, max_new, mask_id):
-    """One row, no cache, no batching: commit exactly the most confident masked token per forward."""
+    """One row, no cache, no batching: commit exactly the most confident masked token per forward
+    (the mask token itself excluded from the prediction)."""
     seq = list(prompt)
     for _ in range(math.ceil(max_new / block)):
         cur = [mask_id] * block
@@ -93,6 +94,7 @@ def _reference_decode(model, prompt, block, max_new, mask_id):
             m[:C, :C] = torch.tril(torch.ones(C, C, dtype=torch.bool))
             m[C:, :] = True
             logits, _ = forward(model, ids, torch.arange(n)[None], m)
+            logits[..., mask_id] = float("-inf")         # the mask token is never a prediction
             probs = torch.softmax(logits[0, C:].float(), -1)
             conf, tok = probs.max(-1)
             conf = torch.where(torch.tensor(cur) == mask_id, conf, torch.tensor(-1.0))
@@ -131,3 +133,57 @@ def test_loss_is_masked_ce_over_t(tiny):
     logits, _ = forward(tiny, xt, torch.arange(8).expand(2, 8), torch.ones(8, 8, dtype=torch.bool))
     ref = torch.nn.functional.cross_entropy(logits.flatten(0, 1), x0.flatten())
     torch.testing.assert_close(loss, ref, atol=1e-5, rtol=1e-5)
+
+
+def _mask_loving(model, mask_id, bias=50.0):
+    """A copy of `model` whose head adds +bias to the mask token's logit: its argmax over the
+    whole vocabulary is the mask token at every position."""
+    import copy
+
+    m = copy.deepcopy(model)
+    head = torch.nn.Linear(m.lm_head.in_features, m.lm_head.out_features, bias=True)
+    head.weight.data.copy_(m.lm_head.weight.data)
+    head.bias.data.zero_()
+    head.bias.data[mask_id] = bias
+    m.lm_head = head
+    return m
+
+
+@pytest.mark.parametrize("mode,shift", [("cache", False), ("full", True)])
+def test_decoding_terminates_when_the_model_always_predicts_the_mask(tiny, mode, shift):
+    """The argmax of every position is the mask token; decoding used to loop forever (the most
+    confident position was 'committed' to the mask and stayed masked). Now the mask is excluded
+    from the softmax, so the output equals the decode of the unbiased model (softmax over the other
+    tokens is unchanged by the mask's logit) and never contains the mask token."""
+    import signal
+
+    mask_id = 10
+    biased = _mask_loving(tiny, mask_id)
+    prompts = [[3, 4, 5], [6, 7], [8, 3, 4, 9, 5]]
+    with torch.no_grad():
+        logits, _ = forward(biased, torch.tensor([[3, 4, 5, 10, 10]]), torch.arange(5)[None],
+                            attention_mask("full", 5, 5))
+    assert (logits.argmax(-1) == mask_id).all()                   # the premise of the test
+
+    def boom(*_):
+        raise TimeoutError("decode_dlm did not terminate")
+
+    old = signal.signal(signal.SIGALRM, boom)
+    signal.alarm(60)
+    try:
+        for th in (1.0, 0.9, 0.0):
+            kw = dict(block=4, threshold=th, max_new=8, mask_id=mask_id, pad_id=0, stop_ids=[], mode=mode, shift=shift)
+            gen, nfe = decode_dlm(biased, prompts, **kw)
+            ref, ref_nfe = decode_dlm(tiny, prompts, **kw)
+            assert not (gen == mask_id).any()
+            assert torch.equal(gen, ref) and torch.equal(nfe, ref_nfe)
+            assert (nfe <= 8).all() and (nfe >= 2).all()           # ≤ block forwards per block, ≥ 1
+            if th == 1.0:
+                assert nfe.tolist() == [8, 8, 8]                    # one position per forward
+                one_at_a_time = gen
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    if mode == "cache":
+        for r, p in enumerate(prompts):
+            assert one_at_a_time[r].tolist() == _reference_decode(tiny, p, 4, 8, mask_id)

@@ -1,4 +1,5 @@
-"""The FusionRoute DAG plans at every scale (3 experts, one router SFT, one CDPO, one eval), and
+"""The FusionRoute DAG plans at every scale (per replicate: 3 experts, one router SFT, one CDPO, one
+eval; one aggregate), and
 a bad key in its scale section fails before any job, naming the key."""
 import subprocess
 import sys
@@ -10,11 +11,13 @@ from tests.workflow.conftest import ROOT, bad_scale_edit, plan_paper
 pytestmark = pytest.mark.workflow
 
 
-@pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
-def test_dry_run_job_counts(scale, tmp_path):
+@pytest.mark.parametrize("scale,seeds", [("smoke", 1), ("tiny", 3), ("paper", 1)])
+def test_dry_run_job_counts(scale, seeds, tmp_path):
+    """One pipeline per replicate (fusionroute.seeds), one aggregate over them."""
     _, counts = plan_paper(tmp_path, "fusionroute", scale)
-    assert counts == {"fusionroute_gen_data": 1, "fusionroute_train_expert": 3, "fusionroute_sft_router": 1,
-                      "fusionroute_cdpo": 1, "fusionroute_eval": 1, "claims": 1}
+    assert counts == {"fusionroute_gen_data": seeds, "fusionroute_train_expert": 3 * seeds,
+                      "fusionroute_sft_router": seeds, "fusionroute_cdpo": seeds, "fusionroute_eval": seeds,
+                      "fusionroute_aggregate": 1, "claims": 1}
 
 
 def test_bad_key_in_section_is_named(tmp_path):

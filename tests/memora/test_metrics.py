@@ -57,3 +57,30 @@ def test_generator_gold_is_stated_in_the_evidence_turns():
     n_turns = sum(len(s["turns"]) for s in convs[0]["sessions"])
     filler = sum(t["text"] in synth.FILLER for s in convs[0]["sessions"] for t in s["turns"])
     assert 0.3 <= filler / n_turns <= 0.6
+
+
+def test_question_intervals_pair_by_question():
+    """C1a/C1b/C3b intervals: paired bootstrap (methods.core.stats.paired_bootstrap_diff) of the
+    per-question differences, paired by question id and restricted to the claim's category."""
+    import numpy as np
+
+    from methods.core.stats import paired_bootstrap_diff
+    from methods.memora.run import question_intervals
+
+    rng = np.random.default_rng(0)
+    rows = []
+    qids = [f"q{i}" for i in range(12)]
+    rec = {run: rng.random(12) for run in (("memora", "policy"), ("memora", "semantic"), ("rag", "semantic"))}
+    for run, vals in rec.items():
+        for q, v in zip(qids, vals):
+            rows.append({"qid": q, "store": run[0], "policy": run[1], "category": "multi_hop", "recall": v, "ku_ok": None})
+        # a single-hop question must not enter the multi-hop comparison
+        rows.append({"qid": "s0", "store": run[0], "policy": run[1], "category": "single_hop", "recall": 1.0, "ku_ok": None})
+    rows.reverse()                                   # pairing must follow question ids, not row order
+    iv = question_intervals(rows)
+    order = np.argsort(qids)                         # the units in question-id order
+    pol, sem, rag = (rec[r][order] for r in (("memora", "policy"), ("memora", "semantic"), ("rag", "semantic")))
+    assert iv["c1_policy_minus_semantic"] == paired_bootstrap_diff(pol, sem)
+    assert iv["c1_policy_minus_rag"] == paired_bootstrap_diff(pol, rag)
+    assert iv["c1_policy_minus_rag"]["n"] == 12
+    assert "c3_ku_gain" not in iv                    # no knowledge-update questions: no interval

@@ -159,3 +159,34 @@ def test_concurrent_trials_over_http_match_sequential(sim):
         remote = OpenAIBackend(srv.base_url, "sim", api_key_env=None, concurrency=4)
         assert run_kind(sc, remote, ("factorial",)) == run_kind(sc, sim, ("factorial",))
         assert run_defence(sc, remote, "selfverify") == run_defence(sc, sim, "selfverify")
+
+
+def test_reference_labels_are_the_simulators_decisions(sim):
+    """With SimAgent as the agent the reference label is its own decision, read off its reply
+    templates: it equals the string judge on every answer the drivers produce (kappa 1, by
+    construction), and it differs from the string judge where an answer names the value without
+    SimAgent's contaminated reply (the case a string judge gets wrong)."""
+    from methods.pse.analysis import _judge_agreement
+    from methods.pse.run import reference_labels, run_defence, run_kind, run_pipelines
+
+    sc = build(_cfg(seeds=3, persist_seeds=8, pipeline_seeds=20, defence_seeds=10, control_seeds=6, seed=21))
+    scen = {s["id"]: s for s in sc}
+    rows = run_kind(sc, sim, ("factorial", "persistence")) + run_pipelines(sc, sim)
+    for d in ("none", "selfverify", "keyword"):
+        dr = run_defence(sc, sim, d)
+        rows += dr + [{"id": r["id"], "answers": [r["draft"]]} for r in dr]
+    ref, source = reference_labels(scen, rows, {"kind": "string", "specs": []}, True)
+    assert source == "simulator"
+    js = judge(scen, rows, {"kind": "string", "specs": []})
+    assert ref == js and 0 < sum(map(sum, js)) < sum(map(len, js))
+    m, why = _judge_agreement([y for ys in js for y in ys], [y for ys in ref for y in ys], source, 0.95)
+    assert m["judge_kappa"] == pytest.approx(1.0, abs=1e-12) and m["judge_agreement"] == 1.0 and not why
+    # a clean reply that names the value: the string judge says contaminated, the reference not
+    s = next(x for x in sc if x["kind"] == "factorial" and x["N"] == 1)
+    fake = [{"id": s["id"], "answers": [f"I will not use {s['value']} here."]}]
+    assert judge(scen, fake, {"kind": "string", "specs": []}) == [[1]]
+    assert reference_labels(scen, fake, {"kind": "string", "specs": []}, True)[0] == [[0]]
+    # no simulator and no second judge: no reference
+    assert reference_labels(scen, fake, {"kind": "llm", "specs": [{"backend": "openai"}]}, False) is None
+    m, why = _judge_agreement([1, 1], [1, 1], "simulator", 0.95)
+    assert m["judge_kappa"] is None and "undefined" in why["judge_kappa"]

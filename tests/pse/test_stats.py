@@ -56,3 +56,49 @@ def test_slope_ci():
     y = (rng.random((2000, 10)) < 0.9 - 0.05 * t).astype(float)  # slope −0.05
     b, lo, hi = slope_ci(y)
     assert b == pytest.approx(-0.05, abs=0.005) and lo < -0.05 < hi and hi < 0
+
+
+@pytest.mark.parametrize("seed,k,n,p", [(0, 2, 200, 0.5), (1, 2, 50, 0.1), (2, 3, 300, 0.3), (3, 2, 17, 0.8)])
+def test_cohen_kappa_matches_sklearn(seed, k, n, p):
+    """Two raters: b copies a with probability 1 − p, else draws a random label."""
+    from sklearn.metrics import cohen_kappa_score
+
+    from methods.pse.stats import cohen_kappa
+
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, k, n)
+    b = np.where(rng.random(n) < p, rng.integers(0, k, n), a)
+    assert cohen_kappa(a.tolist(), b.tolist()) == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
+    assert cohen_kappa(a.tolist(), b.tolist()) == pytest.approx(cohen_kappa(b.tolist(), a.tolist()), abs=1e-12)
+
+
+def test_cohen_kappa_closed_forms():
+    from methods.pse.stats import cohen_kappa
+
+    assert cohen_kappa([0, 1, 1, 0], [0, 1, 1, 0]) == 1.0
+    # p_o = 0.5, p_e = 0.5 (balanced, independent-looking) -> 0
+    assert cohen_kappa([0, 0, 1, 1], [0, 1, 0, 1]) == pytest.approx(0.0, abs=1e-15)
+    # always disagreeing on balanced labels -> −1
+    assert cohen_kappa([0, 1, 0, 1], [1, 0, 1, 0]) == pytest.approx(-1.0, abs=1e-15)
+    assert np.isnan(cohen_kappa([1, 1, 1], [1, 1, 1]))  # p_e = 1: undefined (sklearn: nan too)
+    with pytest.raises(ValueError):
+        cohen_kappa([1, 0], [1])
+
+
+def test_ratio_interval_matches_scipy_bootstrap():
+    """The last/first stage factor's percentile bootstrap against scipy.stats.bootstrap (paired,
+    resampling pipelines): both estimate the same percentiles (Monte Carlo tolerance 0.03)."""
+    from scipy.stats import bootstrap
+
+    from methods.pse.analysis import ratio_interval
+
+    rng = np.random.default_rng(4)
+    first = (rng.random(400) < 0.25).astype(float)
+    last = np.maximum(first * (rng.random(400) < 0.7), (rng.random(400) < 0.3)).astype(float)
+    ours = ratio_interval(first, last, 0.95, n_resamples=20000)
+    ref = bootstrap((first, last), lambda a, b: b.mean() / a.mean(), paired=True, vectorized=False,
+                    method="percentile", n_resamples=20000, random_state=np.random.default_rng(1)).confidence_interval
+    assert ours["lo"] == pytest.approx(ref.low, abs=0.03) and ours["hi"] == pytest.approx(ref.high, abs=0.03)
+    assert ours["lo"] < last.mean() / first.mean() < ours["hi"]
+    same = ratio_interval(np.ones(10), np.ones(10), 0.95)
+    assert same["lo"] == same["hi"] == 1.0

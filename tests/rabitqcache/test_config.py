@@ -63,7 +63,7 @@ def test_loads_without_torch_or_numpy():
 CROSS = {  # the __post_init__ checks that relate keys: case → (dotted key changed, new value, key the error names)
     "more needles than names": ("data.train_max_needles", 27, "data.train_max_needles"),
     "min needles > max": ("data.min_needles", 4, "data.max_needles"),
-    "eval prompts too short": ("data.eval_len", 100, "data.eval_len"),
+    "eval prompts too short": ("data.eval_len", 10, "data.eval_len"),
     "vocabulary past the syllable words": ("data.vocab_words", 4097, "data.vocab_words"),
     "quest page not dividing I": ("method.quest_page", 24, "method.quest_page"),
     "ref_p not a top_p": ("sparse.ref_p", 0.9, "sparse.ref_p"),

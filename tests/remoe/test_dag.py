@@ -1,4 +1,4 @@
-"""The ReMoE DAG plans at every scale with one fine-tune per variant, and a bad key in its scale
+"""The ReMoE DAG plans at every scale with one fine-tune per variant and seed, and a bad key in its scale
 section fails before any job, naming the key."""
 import pytest
 
@@ -10,10 +10,11 @@ pytestmark = pytest.mark.workflow
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "remoe", scale)
-    assert counts == {"remoe_data": 1, "remoe_pretrain": 1, "remoe_finetune": len(sec["variants"]),
+    assert counts == {"remoe_data": 1, "remoe_pretrain": 1, "remoe_finetune": len(sec["variants"]) * len(sec["seeds"]),
                       "remoe_trace": 1, "remoe_analyze": 1, "claims": 1}
     names = [v["name"] for v in sec["variants"]]
     assert names == (["remoe", "ce_only"] if scale == "smoke" else ["remoe", "ce_only", "no_trust"])
+    assert len(sec["seeds"]) == (3 if scale == "tiny" else 1)
 
 
 def test_bad_key_in_section_is_named(tmp_path):

@@ -59,7 +59,8 @@ def test_gate_only_finetune_changes_only_routers(tmp_path):
     assert out["last_terms"]["trust"] > 0
     res = R.trace(R.TraceConfig(n_docs=8, batch_size=4), [str(base), str(tmp_path / "ft.pt")],
                   str(data), str(tmp_path / "traces"))
-    with np.load(tmp_path / "traces" / "remoe.npz") as z:
+    assert sorted(res) == ["base", "remoe_s0"]  # a fine-tune's trace is named <variant>_s<seed>
+    with np.load(tmp_path / "traces" / "remoe_s0.npz") as z:
         topk = z["topk"]
     assert topk.shape == (8, 2, 32, 2) and topk.max() < 8
     assert all(np.isfinite(v) and v > 1 for v in res.values())

@@ -15,11 +15,11 @@ def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "rl_sgd", scale)
     n_w, n_s = len(sec["widths"]), len(sec["seeds"])
     grid = len(sec["grid"]["adamw"]) + len(sec["grid"]["sgd"])
-    n_grpo = grid * (n_s + n_w - 1) + len(sec["ablation"])
+    n_grpo = grid * (n_s + n_w - 1) + len(sec["ablation"]) * n_s
     assert counts == {"rl_sgd_prompts": 1, "rl_sgd_warmstart": n_w, "rl_sgd_grpo": n_grpo, "rl_sgd_sparsity": 1,
                       "rl_sgd_sft": 1, "rl_sgd_trl_check": 1, "rl_sgd_aggregate": 1, "claims": 1}
-    if scale == "tiny":  # 6 lrs × (2 seeds at d=128 + 1 at d=32) + 3 ablations
-        assert n_grpo == 21
+    if scale == "tiny":  # 6 lrs × (3 seeds at d=128 + 1 at d=32) + 3 ablations × 3 seeds
+        assert n_grpo == 33
 
 
 def test_bad_key_in_section_is_named(tmp_path):

@@ -14,8 +14,8 @@ def test_dry_run_job_counts(scale, tmp_path):
     assert counts == {"siamesenorm_data": 1, "siamesenorm_shards": 1, "siamesenorm_train": n_runs,
                       "siamesenorm_steptime": 1, "siamesenorm_evaluate": 1, "siamesenorm_aggregate": 1,
                       "claims": 1}
-    if scale == "tiny":  # 3 schemes × 2 lrs × 2 seeds
-        assert n_runs == 12
+    if scale == "tiny":  # 3 schemes × 2 lrs × 3 seeds
+        assert n_runs == 18
 
 
 def test_bad_key_in_section_is_named(tmp_path):

@@ -10,6 +10,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -172,15 +173,18 @@ def _row(scheme, lr, seed, val, arith=0.1, diverged=False, grad=2.0, n=1000):
             "grad_ratio_first_last": grad, "wall_ms_per_step": 1.0}
 
 
-def _table(post_hi=(3.5, 3.4), post_div=(True, True)):
+def _table(post_hi=(3.5, 3.4), post_div=(True, True), seeds=(0, 1), s_arith=None, s_val_hi=None, s_grad=None):
+    s_arith = s_arith or {seed: 0.30 for seed in seeds}
+    s_val_hi = s_val_hi or {seed: 0.78 for seed in seeds}
+    s_grad = s_grad or {seed: 4.0 for seed in seeds}
     rows = []
-    for seed in (0, 1):
+    for i, seed in enumerate(seeds):
         rows += [_row("pre", 0.01, seed, 0.80, 0.20, grad=2.0, n=1000),
                  _row("pre", 0.03, seed, 0.84, 0.15, grad=2.0, n=1000),
                  _row("post", 0.01, seed, 0.81, 0.10, grad=0.2, n=900),
-                 _row("post", 0.03, seed, post_hi[seed], 0.0, diverged=post_div[seed], grad=0.3, n=900),
-                 _row("post_pre", 0.01, seed, 0.80 - 0.002 * seed, 0.25, grad=4.0, n=1000 + 26 * 8),
-                 _row("post_pre", 0.03, seed, 0.78, 0.30, grad=4.0 + seed, n=1000 + 26 * 8)]
+                 _row("post", 0.03, seed, post_hi[i], 0.0, diverged=post_div[i], grad=0.3, n=900),
+                 _row("post_pre", 0.01, seed, 0.80 - 0.002 * seed, 0.25, grad=s_grad[seed], n=1000 + 26 * 8),
+                 _row("post_pre", 0.03, seed, s_val_hi[seed], s_arith[seed], grad=4.0 + seed, n=1000 + 26 * 8)]
     return pd.DataFrame(rows)
 
 
@@ -191,27 +195,78 @@ STEPTIME = {"ms_per_step": {"pre": 10.0, "post": 9.0, "post_pre": 13.0},
 def test_claim_metrics_hand_computed():
     m = A.claim_metrics(_table(), ANALYSIS, STEPTIME, {"d_model": 8, "n_layers": 6})
     assert m["c1_siamese_high_over_low"] == pytest.approx(0.78 / 0.799)
-    assert m["c1_siamese_stable_high_lr"] is True
-    assert m["c1_post_fails_high_lr"] is True and m["c1_post_diverged_seeds"] == 2
+    assert m["c1_siamese_stable_seeds"] == 2 and m["c1_siamese_stable_high_lr"] is True
+    assert m["c1_post_fail_seeds"] == 2 and m["c1_post_diverged_seeds"] == 2
     assert m["best_lr"] == {"post": 0.01, "post_pre": 0.03, "pre": 0.01}
     assert m["c2_ppl_ratio"] == pytest.approx(math.exp(0.78) / math.exp(0.80))
+    assert m["c2_ppl_ratio_seeds_below_1"] == 2
     assert m["c3_arith_gain"] == pytest.approx(0.30 - 0.20)
     assert m["c3_arith_rel_gain"] == pytest.approx(0.5)
+    assert m["c3_arith_max"] == pytest.approx(0.30)
     assert m["c4_param_delta"] == 208 and m["c4_param_delta_matches"] is True
     assert m["c4_step_time_ratio"] == 1.3
-    # geometric means at lr 0.01: post_pre 4.0, pre 2.0 -> fold 2.0; post 0.2
+    # geometric means at lr 0.01: post_pre 4.0, pre 2.0 -> fold 2.0; post 0.2 -> post fold 10
     assert m["c5_grad_ratio_fold"] == pytest.approx(2.0)
+    assert m["c5_post_fold"] == pytest.approx(10.0)
     assert m["grad_ratio_first_last"]["post"] == pytest.approx(0.2)
+    # equal per-seed values: a zero-width t interval at the value
+    assert m["intervals"]["c3_arith_gain"]["lo"] == pytest.approx(0.1)
+    assert m["intervals"]["c3_arith_gain"]["hi"] == pytest.approx(0.1)
+
+
+def test_seed_intervals_match_scipy_t_over_paired_seeds():
+    from scipy import stats
+
+    seeds = (0, 1, 2)
+    s_arith = {0: 0.21, 1: 0.26, 2: 0.20}          # pre scores 0.20 at its best lr, every seed
+    s_val_hi = {0: 0.78, 1: 0.77, 2: 0.795}
+    s_grad = {0: 4.0, 1: 1.0, 2: 3.0}               # pre: 2.0 -> log ratios log 2, log 0.5, log 1.5
+    m = A.claim_metrics(_table(post_hi=(3.5, 0.86, 0.9), post_div=(True, False, False), seeds=seeds,
+                               s_arith=s_arith, s_val_hi=s_val_hi, s_grad=s_grad),
+                        ANALYSIS, STEPTIME, {"d_model": 8, "n_layers": 6})
+
+    def t95(x):
+        x = np.asarray(x, float)
+        return stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+
+    gain = [s_arith[s] - 0.20 for s in seeds]
+    assert m["c3_arith_gain"] == pytest.approx(np.mean(gain))
+    assert m["c3_arith_seeds_siamese_higher"] == 2  # seed 2 ties (0.20 vs 0.20)
+    lo, hi = t95(gain)
+    assert (m["intervals"]["c3_arith_gain"]["lo"], m["intervals"]["c3_arith_gain"]["hi"]) == pytest.approx((lo, hi))
+    assert m["intervals"]["c3_arith_gain"]["n"] == 3 and m["intervals"]["c3_arith_gain"]["method"] == "t"
+    ratio = [math.exp(s_val_hi[s]) / math.exp(0.80) for s in seeds]
+    assert m["c2_ppl_ratio"] == pytest.approx(np.mean(ratio))
+    lo, hi = t95(ratio)
+    assert (m["intervals"]["c2_ppl_ratio"]["lo"], m["intervals"]["c2_ppl_ratio"]["hi"]) == pytest.approx((lo, hi))
+    # C1b per seed: diverged / 0.86/0.84 = 1.024 / 0.9/0.84 = 1.071 -> fails in 1 of 3 only
+    assert m["c1_post_fail_seeds"] == 1
+    # C1a per seed: 0.78/0.80, 0.77/0.798, 0.795/0.796 all <= 1.05
+    assert m["c1_siamese_stable_seeds"] == 3
+    # C5: fold of the geometric means; interval of the per-seed log ratios mapped by exp|x|
+    logr = np.log([s_grad[s] / 2.0 for s in seeds])
+    assert m["c5_grad_ratio_fold"] == pytest.approx(math.exp(abs(logr.mean())))
+    lo, hi = t95(logr)
+    assert lo < 0 < hi  # straddles 0: the fold interval starts at 1
+    assert m["intervals"]["c5_grad_ratio_fold"]["lo"] == pytest.approx(1.0)
+    assert m["intervals"]["c5_grad_ratio_fold"]["hi"] == pytest.approx(math.exp(max(-lo, hi)))
+
+
+def test_one_seed_gives_no_interval():
+    m = A.claim_metrics(_table(post_hi=(3.5,), post_div=(True,), seeds=(0,)), ANALYSIS, STEPTIME,
+                        {"d_model": 8, "n_layers": 6})
+    assert m["intervals"] == {} and m["c3_arith_gain"] == pytest.approx(0.1)
+    assert "no interval" in m["notes"]["c3_arith_gain"]
 
 
 def test_post_without_divergence_but_10pct_worse_still_fails():
     m = A.claim_metrics(_table(post_hi=(0.93, 0.93), post_div=(False, False)), ANALYSIS,
                         STEPTIME, {"d_model": 8, "n_layers": 6})
     assert m["c1_post_over_pre_high_lr"] == pytest.approx(0.93 / 0.84)
-    assert m["c1_post_fails_high_lr"] is True
+    assert m["c1_post_fail_seeds"] == 2
     m = A.claim_metrics(_table(post_hi=(0.90, 0.90), post_div=(False, False)), ANALYSIS,
                         STEPTIME, {"d_model": 8, "n_layers": 6})
-    assert m["c1_post_fails_high_lr"] is False  # 0.90/0.84 = 1.071 < 1.10
+    assert m["c1_post_fail_seeds"] == 0  # 0.90/0.84 = 1.071 < 1.10 in every seed
 
 
 def test_diverged_runs_lose_the_best_lr_and_a_diverged_siamese_is_unstable():
@@ -219,7 +274,7 @@ def test_diverged_runs_lose_the_best_lr_and_a_diverged_siamese_is_unstable():
     df.loc[(df.scheme == "post_pre") & (df.lr == 0.03), ["val_loss", "diverged"]] = [float("nan"), True]
     m = A.claim_metrics(df, ANALYSIS, STEPTIME, {"d_model": 8, "n_layers": 6})
     assert m["best_lr"]["post_pre"] == 0.01
-    assert m["c1_siamese_stable_high_lr"] is False
+    assert m["c1_siamese_stable_high_lr"] is False and m["c1_siamese_stable_seeds"] == 0
 
 
 def test_missing_lr_in_sweep_is_reported():
@@ -273,3 +328,47 @@ def test_train_on_missing_data_is_one_line(tmp_path):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "missing input" in lines[0] and "nope" in lines[0], out.stderr
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------ evaluation ----
+def test_trivial_products_are_scored_apart(tmp_path):
+    """The held-out problems without ×0 / ×1 products go to a second lm-eval task: its sample
+    count is the hand count of the non-trivial rows, and an untrained model scores in [0, 1]."""
+    from methods.core.models import save_model
+    from methods.core.results import write_jsonl
+    from methods.core.tokenizer import train_tokenizer
+    from methods.siamesenorm.config import EvalConfig
+    from methods.siamesenorm.evaluate import evaluate_runs, is_trivial
+
+    probs = ["12+34=", "7-2=", "497*6=", "31*0=", "8*1=", "5*10=", "40*1="]
+    rows = [{"prompt": p, "op": re.search(r"[+\-*]", p)[0], "answer": str(eval(p[:-1]))} for p in probs]
+    assert [is_trivial(r) for r in rows] == [False, False, False, True, True, False, True]
+    (tmp_path / "data").mkdir()
+    write_jsonl(tmp_path / "data" / "arith_eval.jsonl", rows)
+    tok = train_tokenizer(["0123456789+-*=\n abc"], kind="char")
+    torch.manual_seed(0)
+    m = SiameseNormForCausalLM(SiameseNormConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=24,
+                                                 num_hidden_layers=1, num_attention_heads=2,
+                                                 max_position_embeddings=32, norm_scheme="pre",
+                                                 pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id))
+    run = tmp_path / "runs" / "pre_lr0.01_s0"
+    save_model(m, tok, run)
+    (run / "train_summary.json").write_text(json.dumps(
+        {"scheme": "pre", "lr": 0.01, "seed": 0, "val_loss": 1.0, "val_ppl": math.e, "diverged": False}))
+    cfg = EvalConfig(tasks=["siamesenorm_arith"], arith_task="siamesenorm_arith", arith_metric="exact_match",
+                     batch_size=4, limit=None, max_gen_toks=6)
+    (row,) = evaluate_runs(cfg, [run], tmp_path / "data")
+    assert row["n_arith_nontrivial"] == 4
+    assert row["lm_eval"]["siamesenorm_arith"]["sample_len"] == 7
+    assert row["lm_eval"]["siamesenorm_arith_nontrivial"]["sample_len"] == 4
+    assert 0.0 <= row["arith_nontrivial_score"] <= 1.0 and 0.0 <= row["arith_score"] <= 1.0
+
+
+def test_nontrivial_guard_metric_from_the_table():
+    df = _table(seeds=(0, 1), post_hi=(3.5, 3.4))
+    df["arith_nontrivial_score"] = 0.0
+    df.loc[df.scheme == "post_pre", "arith_nontrivial_score"] = 0.02
+    m = A.claim_metrics(df, ANALYSIS, STEPTIME, {"d_model": 8, "n_layers": 6})
+    assert m["c3_arith_nontrivial_max"] == pytest.approx(0.02)
+    m = A.claim_metrics(_table(), ANALYSIS, STEPTIME, {"d_model": 8, "n_layers": 6})
+    assert m["c3_arith_nontrivial_max"] == m["c3_arith_max"]  # not split (paper scale): the whole score

@@ -82,3 +82,34 @@ def test_probe_accuracy_statistical_properties():
     # labels independent of features: CV accuracy ≈ chance (1/k), within a few binomial sd
     acc = probe_accuracy(noise, y, 5)
     assert abs(acc - 1 / k) < 4 * math.sqrt((1 / k) * (1 - 1 / k) / n)
+
+
+@pytest.mark.parametrize("attribute", ["city", "colour", "year"])
+def test_recall_context_states_the_fact_then_asks_for_it(attribute):
+    """The recall probe's text: the fact in one paraphrase, another fact, then another paraphrase
+    of the fact cut exactly where its value goes (so the value completes a corpus sentence)."""
+    from methods.wd_plasticity.probes import recall_context
+    from methods.wd_plasticity.world import TEMPLATES
+
+    p = {"name": "kovar", "city": "lima", "colour": "teal", "year": "1950"}
+    text = recall_context(p, attribute)
+    sentences = (text + p[attribute] + ".").split(". ")
+    assert sentences[0] + "." == TEMPLATES[attribute][0].format(n="kovar", v=p[attribute])
+    assert sentences[-1] == TEMPLATES[attribute][-1].format(n="kovar", v=p[attribute])
+    assert TEMPLATES[attribute][0] != TEMPLATES[attribute][-1]     # the query is not a verbatim repeat
+    assert text.count(p[attribute]) == 1 and text.endswith(" ")
+
+
+def test_recall_features_are_the_final_normed_state_at_the_last_position():
+    """The features equal the base model's output (after its final RMSNorm) at the last token."""
+    from methods.wd_plasticity.probes import recall_features
+
+    model = _model().eval()
+    tok = train_tokenizer(["abcdefghij klmnop\n"])
+    texts = ["abc de", "fgh ij kl"]
+    got = recall_features(model, tok, texts)
+    for t, g in zip(texts, got):
+        ids = torch.tensor([tok(t, add_special_tokens=False)["input_ids"]])
+        with torch.no_grad():
+            ref = model.model(input_ids=ids).last_hidden_state[0, -1].double().numpy()
+        assert np.abs(g - ref).max() < 1e-6

@@ -212,7 +212,7 @@ def test_gpus_and_memory_grow_with_the_model(tmp_path):
 @pytest.mark.parametrize("world,nodes", [(8, 1), (16, 2)])
 def test_agoq_ranks_get_their_gpus(tmp_path, world, nodes):
     """AGoQ's training job asks for one GPU per rank of run.world_size (whole nodes beyond 8)."""
-    jobs = paper_target_jobs(tmp_path, "agoq/runs/fp", [("world_size: 8\n", f"world_size: {world}\n")])
+    jobs = paper_target_jobs(tmp_path, "agoq/runs/fp_s0", [("world_size: 8\n", f"world_size: {world}\n")])
     (res,) = [j["resources"] for j in jobs if j["rule"] == "agoq_train"]
     assert (int(res["gpu"]), int(res["nodes"])) == (world, nodes)
 

@@ -14,7 +14,7 @@ import pytest
 from .conftest import ROOT, copy_scales, job_counts, snakemake, snakemake_env
 
 pytestmark = pytest.mark.workflow
-VERDICTS = {"reproduced", "not_reproduced", "not_checked"}
+VERDICTS = {"reproduced", "not_reproduced", "inconclusive", "not_checked"}
 
 
 def test_claims_and_report(smoke_run):
@@ -23,7 +23,8 @@ def test_claims_and_report(smoke_run):
     ids = [c["id"] for c in claims["claims"]]
     assert ids == ["W1", "W2", "W3a", "W3b", "W3c", "W3d"]
     assert all(c["verdict"] in VERDICTS for c in claims["claims"])
-    assert sum(claims["counts"].values()) == len(ids)
+    assert sum(claims["counts"]["total"].values()) == len(ids)
+    assert sum(n for k in ("headline", "mechanism", "sanity") for n in claims["counts"][k].values()) == len(ids)
     # W3a is checked at every scale; its verdict must follow from the measured flag
     w3a = claims["claims"][2]
     assert w3a["verdict"] == ("reproduced" if w3a["measured"] else "not_reproduced")

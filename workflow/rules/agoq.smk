@@ -45,23 +45,24 @@ rule agoq_shards:
 
 
 rule agoq_train:
-    """One variant, data-parallel: the job launches its world_size ranks itself (one GPU each on
+    """One variant and seed, data-parallel: the job launches its world_size ranks itself (one GPU each on
     CUDA, process group nccl; gloo on CPU), with its own QuanGrad all-reduce (not torchrun/DDP)."""
     input:
         data=f"{AGOQ_DIR}/data",
         shards=f"{AGOQ_DIR}/shards",
         code=code("agoq", "train"),
     output:
-        directory(f"{AGOQ_DIR}/runs/{{variant}}"),
+        directory(f"{AGOQ_DIR}/runs/{{variant}}_s{{seed}}"),
     log:
-        f"{AGOQ_DIR}/logs/train/{{variant}}.log",
+        f"{AGOQ_DIR}/logs/train/{{variant}}_s{{seed}}.log",
     benchmark:
-        f"{AGOQ_DIR}/benchmarks/agoq_train__{{variant}}.tsv"
+        f"{AGOQ_DIR}/benchmarks/agoq_train__{{variant}}_s{{seed}}.tsv"
     wildcard_constraints:
         variant="[a-z0-9_]+",
+        seed=r"\d+",
     params:
         runtime=runtime_of(agoq_train_job),
-        cfg=lambda wc: as_json(agoq_run_cfg(wc.scale, wc.variant)),
+        cfg=lambda wc: as_json(agoq_run_cfg(wc.scale, wc.variant, wc.seed)),
     threads: 2
     resources:
         **sized(agoq_train_job),
@@ -74,7 +75,7 @@ rule agoq_train:
 rule agoq_probe:
     """Gradient-collective errors over W simulated workers on the fp model; bytes of every policy."""
     input:
-        model=f"{AGOQ_DIR}/runs/fp",
+        model=lambda wc: agoq_probe_model(wc.scale),
         shards=f"{AGOQ_DIR}/shards",
         code=code("agoq", "probe"),
     output:

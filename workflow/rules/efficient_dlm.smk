@@ -1,5 +1,5 @@
 # Efficient-DLM (arXiv 2512.14067): tiny AR base → one masked-diffusion conversion per attention
-# pattern / masking scheme → block-parallel decoding at several confidence thresholds (accuracy,
+# pattern / masking scheme and seed → block-parallel decoding at several confidence thresholds (accuracy,
 # tokens per forward, tokens/s vs AR) and weight drift → table, figures, claims (methods/efficient_dlm/).
 include: "helpers/efficient_dlm.smk"  # its config helpers and GPU job sizers
 EFFICIENT_DLM_DIR = f"{RESULTS}/{{scale}}/efficient_dlm"
@@ -43,22 +43,23 @@ rule efficient_dlm_train_ar:
 
 
 rule efficient_dlm_convert:
-    """Continuous pretraining of the AR base as a masked-diffusion LM, one variant."""
+    """Continuous pretraining of the AR base as a masked-diffusion LM, one variant and seed."""
     input:
         ar=f"{EFFICIENT_DLM_DIR}/models/ar",
         data=f"{EFFICIENT_DLM_DIR}/data",
         code=code("efficient_dlm", "convert"),
     output:
-        directory(f"{EFFICIENT_DLM_DIR}/models/{{variant}}"),
+        directory(f"{EFFICIENT_DLM_DIR}/models/{{variant}}_s{{seed}}"),
     log:
-        f"{EFFICIENT_DLM_DIR}/logs/convert/{{variant}}.log",
+        f"{EFFICIENT_DLM_DIR}/logs/convert/{{variant}}_s{{seed}}.log",
     benchmark:
-        f"{EFFICIENT_DLM_DIR}/benchmarks/efficient_dlm_convert__{{variant}}.tsv"
+        f"{EFFICIENT_DLM_DIR}/benchmarks/efficient_dlm_convert__{{variant}}_s{{seed}}.tsv"
     wildcard_constraints:
         variant="fullbidir|blk_noisy|blk_clean|blk_clean_posmask",
+        seed=r"\d+",
     params:
         runtime=runtime_of(efficient_dlm_convert_job),
-        cfg=lambda wc: as_json(hp(wc.scale, "efficient_dlm", "convert")),
+        cfg=lambda wc: as_json(efficient_dlm_convert_cfg(wc.scale, wc.seed)),
     resources:
         **sized(efficient_dlm_convert_job),
     shell:

@@ -1,9 +1,12 @@
 # FusionRoute (arXiv 2601.05106): generated add/rev/brk/comp domains, three domain experts, a
 # small router LM with a linear routing head trained by SFT (LM + mixture routing loss on
 # expert-disagreement tokens) then complemented DPO, and exact-match evaluation of FusionRoute
-# against every baseline (methods/fusionroute/).
+# against every baseline (methods/fusionroute/). The pipeline runs once per replicate
+# (`fusionroute.seeds`, under seed{s}/); `fusionroute_aggregate` pools the replicates into the
+# claim metrics with Wilson intervals.
 include: "helpers/fusionroute.smk"  # its config helpers and GPU job sizers
-FUSIONROUTE_DIR = f"{RESULTS}/{{scale}}/fusionroute"
+FUSIONROUTE_TOP = f"{RESULTS}/{{scale}}/fusionroute"
+FUSIONROUTE_DIR = f"{FUSIONROUTE_TOP}/seed{{seed}}"
 
 
 rule fusionroute_gen_data:
@@ -17,7 +20,7 @@ rule fusionroute_gen_data:
     benchmark:
         f"{FUSIONROUTE_DIR}/benchmarks/fusionroute_gen_data.tsv"
     params:
-        cfg=lambda wc: as_json(hp(wc.scale, "fusionroute", "data")),
+        cfg=lambda wc: as_json(fusionroute_section(wc.scale, "data", wc.seed)),
     shell:
         "python -m methods.fusionroute data --config {params.cfg:q} --out {output} > {log} 2>&1"
 
@@ -37,8 +40,8 @@ rule fusionroute_train_expert:
         domain="add|rev|brk",
     params:
         runtime=runtime_of(fusionroute_train_expert_job),
-        cfg=lambda wc: as_json(fusionroute_cfg(wc.scale, "expert")),
-        seed=lambda wc: hp(wc.scale, "fusionroute", "seed"),
+        cfg=lambda wc: as_json(fusionroute_cfg(wc.scale, "expert", wc.seed)),
+        seed=lambda wc: fusionroute_train_seed(wc.seed),
     resources:
         **sized(fusionroute_train_expert_job),
     shell:
@@ -50,7 +53,7 @@ rule fusionroute_sft_router:
     """Router SFT phase: next-token loss + mixture routing loss on informative positions."""
     input:
         data=f"{FUSIONROUTE_DIR}/data",
-        experts=lambda wc: fusionroute_experts(wc.scale),
+        experts=lambda wc: fusionroute_experts(wc.scale, wc.seed),
         code=code("fusionroute", "sft"),
     output:
         directory(f"{FUSIONROUTE_DIR}/ckpt/router_sft"),
@@ -60,8 +63,8 @@ rule fusionroute_sft_router:
         f"{FUSIONROUTE_DIR}/benchmarks/fusionroute_sft_router.tsv"
     params:
         runtime=runtime_of(fusionroute_sft_router_job),
-        cfg=lambda wc: as_json(fusionroute_cfg(wc.scale, "router")),
-        seed=lambda wc: hp(wc.scale, "fusionroute", "seed"),
+        cfg=lambda wc: as_json(fusionroute_cfg(wc.scale, "router", wc.seed)),
+        seed=lambda wc: fusionroute_train_seed(wc.seed),
     resources:
         **sized(fusionroute_sft_router_job),
     shell:
@@ -73,7 +76,7 @@ rule fusionroute_cdpo:
     """Preference pairs (gold vs SFT-FusionRoute's wrong output), then complemented DPO."""
     input:
         data=f"{FUSIONROUTE_DIR}/data",
-        experts=lambda wc: fusionroute_experts(wc.scale),
+        experts=lambda wc: fusionroute_experts(wc.scale, wc.seed),
         router=f"{FUSIONROUTE_DIR}/ckpt/router_sft",
         code=code("fusionroute", "cdpo"),
     output:
@@ -85,7 +88,7 @@ rule fusionroute_cdpo:
         f"{FUSIONROUTE_DIR}/benchmarks/fusionroute_cdpo.tsv"
     params:
         runtime=runtime_of(fusionroute_cdpo_job),
-        cfg=lambda wc: as_json(fusionroute_cfg(wc.scale, "cdpo", eval=hp(wc.scale, "fusionroute", "eval"))),
+        cfg=lambda wc: as_json(fusionroute_cfg(wc.scale, "cdpo", wc.seed, eval=hp(wc.scale, "fusionroute", "eval"))),
     resources:
         **sized(fusionroute_cdpo_job),
     shell:
@@ -95,38 +98,54 @@ rule fusionroute_cdpo:
 
 
 rule fusionroute_eval:
-    """Exact match of every system, measured costs, summary.json, table and figure."""
+    """Exact match of every system (per test prompt) and measured costs, one replicate."""
     input:
         data=f"{FUSIONROUTE_DIR}/data",
-        experts=lambda wc: fusionroute_experts(wc.scale),
+        experts=lambda wc: fusionroute_experts(wc.scale, wc.seed),
         sft=f"{FUSIONROUTE_DIR}/ckpt/router_sft",
         cdpo=f"{FUSIONROUTE_DIR}/ckpt/router_cdpo",
         code=code("fusionroute", "evaluate"),
     output:
-        metrics=f"{FUSIONROUTE_DIR}/metrics.json",
-        summary=f"{FUSIONROUTE_DIR}/summary.json",
-        table=f"{FUSIONROUTE_DIR}/table.md",
-        figure=report(
-            f"{FUSIONROUTE_DIR}/figures/em_by_domain.png",
-            caption="../../methods/fusionroute/report.rst",
-            category="fusionroute",
-            labels={"scale": "{scale}", "figure": "exact match by domain"},
-        ),
-        caption=f"{FUSIONROUTE_DIR}/figures/em_by_domain.caption.txt",
+        f"{FUSIONROUTE_DIR}/metrics.json",
     log:
         f"{FUSIONROUTE_DIR}/logs/eval.log",
     benchmark:
         f"{FUSIONROUTE_DIR}/benchmarks/fusionroute_eval.tsv"
     params:
         runtime=runtime_of(fusionroute_eval_job),
-        cfg=lambda wc: as_json(fusionroute_cfg(wc.scale, "eval")),
+        cfg=lambda wc: as_json(fusionroute_cfg(wc.scale, "eval", wc.seed)),
     resources:
         **sized(fusionroute_eval_job),
     shell:
         "python -m methods.fusionroute evaluate --config {params.cfg:q} --data {input.data} "
-        "--experts {input.experts} --sft {input.sft} --cdpo {input.cdpo} --out {output.metrics} "
-        "--summary {output.summary} --table {output.table} --figure {output.figure} "
+        "--experts {input.experts} --sft {input.sft} --cdpo {input.cdpo} --out {output} "
         "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+
+
+rule fusionroute_aggregate:
+    """The replicates pooled: claim metrics with Wilson intervals (summary.json), table and figure."""
+    input:
+        evals=lambda wc: fusionroute_evals(wc.scale),
+        code=code("fusionroute", "aggregate"),
+    output:
+        summary=f"{FUSIONROUTE_TOP}/summary.json",
+        table=f"{FUSIONROUTE_TOP}/table.md",
+        figure=report(
+            f"{FUSIONROUTE_TOP}/figures/em_by_domain.png",
+            caption="../../methods/fusionroute/report.rst",
+            category="fusionroute",
+            labels={"scale": "{scale}", "figure": "exact match by domain"},
+        ),
+        caption=f"{FUSIONROUTE_TOP}/figures/em_by_domain.caption.txt",
+    log:
+        f"{FUSIONROUTE_TOP}/logs/aggregate.log",
+    benchmark:
+        f"{FUSIONROUTE_TOP}/benchmarks/fusionroute_aggregate.tsv"
+    params:
+        cfg=lambda wc: as_json({"seeds": hp(wc.scale, "fusionroute", "seeds")}),
+    shell:
+        "python -m methods.fusionroute aggregate --config {params.cfg:q} --evals {input.evals} "
+        "--summary {output.summary} --table {output.table} --figure {output.figure} > {log} 2>&1"
 
 
 FIGURES["fusionroute"] = lambda scale: [f"{RESULTS}/{scale}/fusionroute/figures/em_by_domain.png"]

@@ -44,23 +44,24 @@ rule remoe_pretrain:
 
 
 rule remoe_finetune:
-    """Gate-only fine-tune of one variant (router weights trainable, everything else frozen)."""
+    """Gate-only fine-tune of one variant and seed (router weights trainable, everything else frozen)."""
     input:
         base=f"{REMOE_DIR}/ckpt/base.pt",
         data=f"{REMOE_DIR}/data/corpus.npz",
         code=code("remoe", "finetune"),
     output:
-        ckpt=f"{REMOE_DIR}/ckpt/finetuned/{{rm_variant}}.pt",
-        log_json=f"{REMOE_DIR}/logs/finetune_{{rm_variant}}.jsonl",
+        ckpt=f"{REMOE_DIR}/ckpt/finetuned/{{rm_variant}}_s{{seed}}.pt",
+        log_json=f"{REMOE_DIR}/logs/finetune_{{rm_variant}}_s{{seed}}.jsonl",
     log:
-        f"{REMOE_DIR}/logs/finetune_{{rm_variant}}.log",
+        f"{REMOE_DIR}/logs/finetune_{{rm_variant}}_s{{seed}}.log",
     benchmark:
-        f"{REMOE_DIR}/benchmarks/remoe_finetune__{{rm_variant}}.tsv"
+        f"{REMOE_DIR}/benchmarks/remoe_finetune__{{rm_variant}}_s{{seed}}.tsv"
     wildcard_constraints:
         rm_variant=r"[a-z][a-z0-9_]*",
+        seed=r"\d+",
     params:
         runtime=runtime_of(remoe_finetune_job),
-        cfg=lambda wc: as_json(remoe_finetune_cfg(wc.scale, wc.rm_variant)),
+        cfg=lambda wc: as_json(remoe_finetune_cfg(wc.scale, wc.rm_variant, wc.seed)),
     resources:
         **sized(remoe_finetune_job),
     shell:

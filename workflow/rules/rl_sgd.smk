@@ -92,7 +92,8 @@ rule rl_sgd_sparsity:
 
 
 rule rl_sgd_sft:
-    """SFT-continuation contrast (multiplication) with each optimizer, from the widest base."""
+    """SFT-continuation contrast (multiplication) with each optimizer, from the widest base, once
+    per seed."""
     input:
         data=f"{RL_SGD_DIR}/data",
         base=lambda wc: f"{RESULTS}/{wc.scale}/rl_sgd/base/d{max(hp(wc.scale, 'rl_sgd', 'widths'))}",
@@ -105,7 +106,7 @@ rule rl_sgd_sft:
         f"{RL_SGD_DIR}/benchmarks/rl_sgd_sft.tsv"
     params:
         runtime=runtime_of(rl_sgd_sft_job),
-        cfg=lambda wc: as_json(hp(wc.scale, "rl_sgd", "sft")),
+        cfg=lambda wc: as_json(rl_sgd_sft_cfg(wc.scale)),
     resources:
         **sized(rl_sgd_sft_job),
     shell:

@@ -4,12 +4,12 @@
 # them out of rules files.
 
 
-def agoq_run_cfg(scale, name):
-    """The run section plus the variant (bit policy, all-reduce) named `name`."""
+def agoq_run_cfg(scale, name, seed):
+    """The run section plus the variant (bit policy, all-reduce) named `name` and the seed."""
     found = [v for v in hp(scale, "agoq", "variants") if v["name"] == name]
     if not found:
         raise WorkflowError(f"agoq: train_variants names {name!r}, which is not in agoq.variants")
-    return {**hp(scale, "agoq", "run"), "variant": found[0]}
+    return {**hp(scale, "agoq", "run"), "variant": found[0], "seed": int(seed)}
 
 
 def agoq_probe_cfg(scale):
@@ -18,7 +18,14 @@ def agoq_probe_cfg(scale):
 
 
 def agoq_runs(scale):
-    return [f"{RESULTS}/{scale}/agoq/runs/{v}" for v in hp(scale, "agoq", "train_variants")]
+    """Every trained (variant, seed) run directory."""
+    return [f"{RESULTS}/{scale}/agoq/runs/{v}_s{seed}" for v in hp(scale, "agoq", "train_variants")
+            for seed in hp(scale, "agoq", "seeds")]
+
+
+def agoq_probe_model(scale):
+    """The fp baseline's run of the first seed: the probe's trained model."""
+    return f"{RESULTS}/{scale}/agoq/runs/{hp(scale, 'agoq', 'analysis', 'baseline')}_s{hp(scale, 'agoq', 'seeds')[0]}"
 
 
 # ---- GPU job sizes

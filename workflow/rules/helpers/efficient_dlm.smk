@@ -5,8 +5,14 @@
 
 
 def efficient_dlm_conversions(scale):
-    """The converted model dir of every attention/masking variant at a scale."""
-    return [f"{RESULTS}/{scale}/efficient_dlm/models/{v}" for v in hp(scale, "efficient_dlm", "variants")]
+    """The converted model dir of every attention/masking variant and conversion seed at a scale."""
+    return [f"{RESULTS}/{scale}/efficient_dlm/models/{v}_s{s}" for v in hp(scale, "efficient_dlm", "variants")
+            for s in hp(scale, "efficient_dlm", "seeds")]
+
+
+def efficient_dlm_convert_cfg(scale, seed):
+    """The convert section plus the conversion seed."""
+    return {**hp(scale, "efficient_dlm", "convert"), "seed": int(seed)}
 
 
 # ---- GPU job sizes
@@ -37,5 +43,5 @@ def efficient_dlm_eval_job(wc):
     items = e["n_per_task"] * len(hp(wc.scale, "efficient_dlm", "data", "tasks"))
     ar = R.Infer(s, seqs=items, prompt=R.PROMPT_TOKENS, gen=e["max_new"], batch=e["batch_size"])
     dlm = R.Infer(s, seqs=items, prompt=R.PROMPT_TOKENS, gen=e["max_new"], batch=e["batch_size"], block=e["block"])
-    decodes = len(hp(wc.scale, "efficient_dlm", "variants")) * len(e["thresholds"])
+    decodes = len(efficient_dlm_conversions(wc.scale)) * len(e["thresholds"])
     return R.infer_job([ar] + [dlm] * decodes, label="efficient_dlm_eval")

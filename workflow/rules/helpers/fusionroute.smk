@@ -4,14 +4,33 @@
 # them out of rules files.
 
 
-def fusionroute_cfg(scale, section, **extra):
-    """A step's section of the fusionroute config with the `hub` section beside it."""
-    return {**hp(scale, "fusionroute", section), "hub": hp(scale, "fusionroute", "hub"), **extra}
+def fusionroute_section(scale, section, seed):
+    """A step's section for replicate `seed` (methods/fusionroute/config.py `replicate_section`)."""
+    from methods.fusionroute.config import replicate_section
+
+    return replicate_section(hp(scale, "fusionroute", section), seed)
 
 
-def fusionroute_experts(scale):
-    """The expert directories in the order of the routing head (add, rev, brk)."""
-    return [f"{RESULTS}/{scale}/fusionroute/experts/{k}" for k in ("add", "rev", "brk")]
+def fusionroute_cfg(scale, section, seed, **extra):
+    """A step's section for replicate `seed` with the `hub` section beside it."""
+    return {**fusionroute_section(scale, section, seed), "hub": hp(scale, "fusionroute", "hub"), **extra}
+
+
+def fusionroute_train_seed(seed):
+    """The data-mixture / batch-order seed of the expert and router steps of replicate `seed`."""
+    from methods.fusionroute.config import SEED_STRIDE
+
+    return SEED_STRIDE * int(seed)
+
+
+def fusionroute_experts(scale, seed):
+    """The expert directories of replicate `seed` in the order of the routing head (add, rev, brk)."""
+    return [f"{RESULTS}/{scale}/fusionroute/seed{seed}/experts/{k}" for k in ("add", "rev", "brk")]
+
+
+def fusionroute_evals(scale):
+    """Every replicate's evaluation (the aggregate step pools them)."""
+    return [f"{RESULTS}/{scale}/fusionroute/seed{s}/metrics.json" for s in hp(scale, "fusionroute", "seeds")]
 
 
 # ---- GPU job sizes

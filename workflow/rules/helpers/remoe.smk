@@ -4,21 +4,21 @@
 # them out of rules files.
 
 
-def remoe_finetune_cfg(scale, name):
-    """The finetune section plus the variant (loss switches) named `name`."""
+def remoe_finetune_cfg(scale, name, seed):
+    """The finetune section plus the variant (loss switches) named `name` and the seed."""
     found = [v for v in hp(scale, "remoe", "variants") if v["name"] == name]
     if not found:
         raise WorkflowError(f"remoe: no variant named {name!r} in remoe.variants")
-    return {**hp(scale, "remoe", "finetune"), "variant": found[0]}
+    return {**hp(scale, "remoe", "finetune"), "variant": found[0], "seed": int(seed)}
 
 
 def remoe_checkpoints(scale):
-    """The pre-trained checkpoint and one gate-only fine-tune per variant."""
+    """The pre-trained checkpoint and one gate-only fine-tune per variant and seed."""
     names = [v["name"] for v in hp(scale, "remoe", "variants")]
     if "base" in names or len(set(names)) != len(names):
         raise WorkflowError("remoe.variants: names must be unique and not 'base'")
     return [f"{RESULTS}/{scale}/remoe/ckpt/base.pt"] + [
-        f"{RESULTS}/{scale}/remoe/ckpt/finetuned/{n}.pt" for n in names]
+        f"{RESULTS}/{scale}/remoe/ckpt/finetuned/{n}_s{seed}.pt" for n in names for seed in hp(scale, "remoe", "seeds")]
 
 
 # ---- GPU job sizes

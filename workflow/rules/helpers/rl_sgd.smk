@@ -6,11 +6,12 @@
 
 def rl_sgd_run_keys(scale):
     """(width, optimizer, lr, seed) of every GRPO run: the AdamW and SGD grids at every width
-    (all seeds at the widest, the first seed elsewhere) and the ablations at the widest."""
+    (all seeds at the widest, the first seed elsewhere) and the ablations at the widest width,
+    every seed (R5 is decided over seeds)."""
     widths, seeds = sorted(hp(scale, "rl_sgd", "widths")), hp(scale, "rl_sgd", "seeds")
     keys = [(w, o, lr, s) for w in widths for o in ("adamw", "sgd") for lr in hp(scale, "rl_sgd", "grid", o)
             for s in (seeds if w == widths[-1] else seeds[:1])]
-    keys += [(widths[-1], o, lr, seeds[0]) for o, lr in sorted(hp(scale, "rl_sgd", "ablation").items())]
+    keys += [(widths[-1], o, lr, s) for o, lr in sorted(hp(scale, "rl_sgd", "ablation").items()) for s in seeds]
     return keys
 
 
@@ -24,6 +25,11 @@ def rl_sgd_bases(scale):
 
 def rl_sgd_warmstart_cfg(scale):
     return {**hp(scale, "rl_sgd", "warmstart"), "widths": hp(scale, "rl_sgd", "widths")}
+
+
+def rl_sgd_sft_cfg(scale):
+    """The `sft` section plus the seeds: the SFT contrast runs once per seed of `rl_sgd.seeds`."""
+    return {**hp(scale, "rl_sgd", "sft"), "seeds": hp(scale, "rl_sgd", "seeds")}
 
 
 def rl_sgd_analysis_cfg(scale):
@@ -78,5 +84,6 @@ def rl_sgd_grpo_job(wc):
 def rl_sgd_sft_job(wc):
     sf = hp(wc.scale, "rl_sgd", "sft")
     s = rl_sgd_model_spec(wc.scale, max(hp(wc.scale, "rl_sgd", "widths")))
-    return R.train_job(s, tokens=len(sf["lrs"]) * sf["steps"] * sf["batch_size"] * R.PROMPT_TOKENS, seq=R.PROMPT_TOKENS,
+    runs = len(sf["lrs"]) * len(hp(wc.scale, "rl_sgd", "seeds"))
+    return R.train_job(s, tokens=runs * sf["steps"] * sf["batch_size"] * R.PROMPT_TOKENS, seq=R.PROMPT_TOKENS,
                        batch=sf["batch_size"], label="rl_sgd_sft")

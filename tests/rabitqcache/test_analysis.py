@@ -1,0 +1,73 @@
+"""Claim metrics of the RaBitQCache report on hand-made results: the quality metrics are
+always emitted, their intervals equal a direct scipy bootstrap over prompts, and the guards
+(dense EM, random selection) turn a model that does not retrieve, or a selection that does
+not matter, into `inconclusive` verdicts instead of special-cased metrics."""
+import numpy as np
+import pytest
+from scipy.stats import bootstrap
+
+from methods.core.claims import evaluate_claims, load_claims
+from methods.rabitqcache.analysis import AnalysisConfig, summary_metrics
+
+EST = {"bias_frac_within_3sem_fp": 1.0, "bias_frac_within_3sem_int4_rand": 0.98, "bias_frac_within_3sem_int4_det": 0.99,
+       "n_pairs": 256, "rotations": 200, "coverage": 0.947, "coverage_closed_form": 0.946, "eps0": 1.9,
+       "head_dim": 64, "ip_ob_mean": 0.801, "ip_ob_uniform_mean": 0.801, "rmse_ratio_centred_over_uncentred": 0.86,
+       "rmse_fp": 9.3, "rmse_fp_uncentred": 10.7}
+
+
+def _method(em, agree, recall=0.8, budget=0.2):
+    return {"em": float(np.mean(em)), "em_per_prompt": list(map(float, em)), "top1_agree": float(np.mean(agree)),
+            "agree_per_prompt": list(map(float, agree)), "kl": 1e-3, "recall": recall, "recall_mid": recall - 0.1,
+            "budget": budget, "budget_cv": 0.9, "io": 0.37, "n_prompts": len(em)}
+
+
+def _methods(dense_em, rq_em, rnd_em, rq_agree, rnd_agree):
+    return {"dense": _method(dense_em, np.ones(len(dense_em))), "rabitq_p0.85": _method(rq_em, rq_agree),
+            "quest_at_p0.85": _method(rq_em, rq_agree, 0.78), "oracle_at_p0.85": _method(rq_em, rq_agree, 0.83),
+            "rabitq_fpq_p0.85": _method(rq_em, rq_agree, 0.801), "rabitq_nocenter_p0.85": _method(rq_em, rq_agree, 0.79),
+            "random_at_p0.85": _method(rnd_em, rnd_agree, 0.4)}
+
+
+def _verdicts(s):
+    rows = evaluate_claims(load_claims("methods/rabitqcache/claims.yaml"), s, "tiny")["claims"]
+    return {r["id"]: r for r in rows}
+
+
+def test_quality_metrics_and_their_intervals():
+    rng = np.random.default_rng(0)
+    dense = (rng.random(64) < 0.9).astype(float)
+    rq = dense.copy()
+    rq[:2] = 0.0
+    agree = np.clip(rng.normal(0.97, 0.02, 64), 0, 1)
+    s = summary_metrics(AnalysisConfig(), EST, _methods(dense, rq, np.zeros(64), agree, np.full(64, 0.6)))
+    assert s["c6a_em_minus_dense"] == pytest.approx(rq.mean() - dense.mean(), abs=1e-12)
+    assert s["dense_minus_random_em"] == pytest.approx(dense.mean(), abs=1e-12)
+    ref = bootstrap((rq - dense,), np.mean, confidence_level=0.95, n_resamples=2000, method="percentile",
+                    random_state=np.random.default_rng(0)).confidence_interval
+    iv = s["intervals"]["c6a_em_minus_dense"]
+    assert (iv["lo"], iv["hi"]) == pytest.approx((ref.low, ref.high), abs=1e-12)
+    ref = bootstrap((agree,), np.mean, confidence_level=0.95, n_resamples=2000, method="percentile",
+                    random_state=np.random.default_rng(0)).confidence_interval
+    iv = s["intervals"]["c6c_top1_agree"]
+    assert (iv["lo"], iv["hi"]) == pytest.approx((ref.low, ref.high), abs=1e-12)
+    v = _verdicts(s)
+    assert v["C6a"]["verdict"] in ("reproduced", "inconclusive") and not v["C6a"]["note"].startswith("guard")
+
+
+def test_a_model_that_does_not_retrieve_makes_quality_claims_inconclusive():
+    z = np.zeros(64)
+    s = summary_metrics(AnalysisConfig(), EST, _methods(z, z, z, np.ones(64), np.ones(64)))
+    assert s["c6a_em_minus_dense"] == 0 and s["c6c_top1_agree"] == 1.0   # emitted, not withheld
+    v = _verdicts(s)
+    for cid in ("C6a", "C6c"):
+        assert v[cid]["verdict"] == "inconclusive"
+        assert "dense_em" in v[cid]["note"]
+    assert "random_top1_agree" in v["C6c"]["note"]       # random selection agrees too
+
+
+def test_random_selection_that_agrees_is_a_guard_not_a_special_case():
+    one = np.ones(64)
+    s = summary_metrics(AnalysisConfig(), EST, _methods(one, one, np.zeros(64), one, np.full(64, 0.96)))
+    v = _verdicts(s)
+    assert v["C6a"]["verdict"] == "reproduced"           # EM kept, random loses it
+    assert v["C6c"]["verdict"] == "inconclusive" and "random_top1_agree" in v["C6c"]["note"]
