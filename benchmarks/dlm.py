@@ -2,7 +2,7 @@
 decoding of its base, same prompts, same machine, accuracy beside each.
 
     python benchmarks/dlm.py --root results/tiny/efficient_dlm          # after the tiny DAG
-    python benchmarks/dlm.py --root R --variant blk_clean_posmask --batch-sizes 1 64 --repeats 3
+    python benchmarks/dlm.py --root R --variant blk_clean_posmask --seed 1 --batch-sizes 1 64 --repeats 3
 
 For each batch size and threshold τ: median wall time over `--repeats` (AR and dLM interleaved per
 repeat), tokens/s (generated tokens through the answer's newline), tokens per forward, exact match,
@@ -27,6 +27,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default="results/tiny/efficient_dlm")
     ap.add_argument("--variant", default="blk_clean")
+    ap.add_argument("--seed", type=int, default=0, help="which conversion seed (models/<variant>_s<seed>)")
     ap.add_argument("--thresholds", type=float, nargs="+", default=[0.99, 0.9, 0.7, 0.5])
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 100])
     ap.add_argument("--n-prompts", type=int, default=100, help="per task (the data step's tasks)")
@@ -47,8 +48,9 @@ def main(argv=None):
     torch.set_num_threads(a.threads)
     root = Path(a.root)
     ar, tok = load_model(root / "models" / "ar")
-    dlm, _ = load_model(root / "models" / a.variant)
-    spec = json.loads((root / "models" / a.variant / "variant.json").read_text())
+    model_dir = root / "models" / f"{a.variant}_s{a.seed}"
+    dlm, _ = load_model(model_dir)
+    spec = json.loads((model_dir / "variant.json").read_text())
     rows_all = _load_eval(root / "data", a.n_prompts)
     results = []
     for bs in a.batch_sizes:

@@ -88,10 +88,11 @@ def rule_of(tsv: Path) -> str:
     return tsv.stem.split("__", 1)[0]
 
 
-def read_benchmarks(bench_dir: Path) -> pd.DataFrame:
-    """All benchmark rows of one paper, with `rule` and `file` columns added."""
+def read_benchmarks(paper_dir: Path) -> pd.DataFrame:
+    """All benchmark rows of one paper (`benchmarks/*.tsv`, also in per-seed subdirectories such as
+    `seed1/benchmarks/`), with `rule` and `file` (path relative to the paper) columns added."""
     frames = []
-    for tsv in sorted(bench_dir.glob("*.tsv")):
+    for tsv in sorted(paper_dir.glob("**/benchmarks/*.tsv")):
         try:
             df = pd.read_csv(tsv, sep="\t", na_values=["NA"])
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
@@ -103,7 +104,7 @@ def read_benchmarks(bench_dir: Path) -> pd.DataFrame:
             df["max_rss"] = pd.to_numeric(df["max_rss"]) if "max_rss" in df else math.nan
         except (ValueError, TypeError) as e:
             raise InputError(f"corrupt benchmark file {tsv}: {e}") from None
-        df["rule"], df["file"] = rule_of(tsv), tsv.name
+        df["rule"], df["file"] = rule_of(tsv), str(tsv.relative_to(paper_dir))
         frames.append(df[["rule", "file", "s", "max_rss"]])
     if not frames:
         return pd.DataFrame(columns=["rule", "file", "s", "max_rss"])
@@ -167,7 +168,7 @@ def load_paper(scale: str, paper_dir: Path) -> dict:
     # headline claims first, then mechanism, then sanity; yaml order within a kind
     claims.sort(key=lambda c: KINDS.index(c["kind"]))
     counts = tally(claims)
-    bench = read_benchmarks(paper_dir / "benchmarks")
+    bench = read_benchmarks(paper_dir)
     prov = data.get("provenance") if isinstance(data.get("provenance"), dict) else {}
     packages = prov.get("packages") if isinstance(prov.get("packages"), dict) else {}
     slug = str(data.get("paper") or paper_dir.name)

@@ -236,3 +236,18 @@ def test_fmt_value_and_rule_of():
     assert fmt_value(7) == "7"
     assert rule_of(Path("train__tiny_0_seed1.tsv")) == "train"
     assert rule_of(Path("make_report.tsv")) == "make_report"
+
+
+def test_per_seed_benchmarks_are_counted(tmp_path):
+    """A paper that runs its pipeline once per seed (`seed<s>/benchmarks/`) has every job's time in
+    the run-time table, and equal file names in two seed directories are two jobs."""
+    d = write_paper(tmp_path, "paper_s", [claim("S1", "reproduced")])
+    for seed, secs in ((0, 2.5), (1, 4.0)):
+        (d / f"seed{seed}" / "benchmarks").mkdir(parents=True)
+        (d / f"seed{seed}" / "benchmarks" / "train.tsv").write_text(HEADER + bench_row(secs, 10.0))
+    (d / "benchmarks" / "aggregate.tsv").write_text(HEADER + bench_row(1.0, 5.0))
+    paper = report.load_paper("tiny", d)
+    assert paper["runtimes"] == [
+        {"rule": "aggregate", "jobs": 1, "total_s": "1.00", "max_s": "1.00", "max_rss_mb": "5.0"},
+        {"rule": "train", "jobs": 2, "total_s": "6.50", "max_s": "4.00", "max_rss_mb": "10.0"}]
+    assert paper["wall_s"] == "7.50"
