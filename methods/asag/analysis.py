@@ -27,6 +27,23 @@ def table(runs: dict[str, list[dict]]) -> list[dict]:
     return out
 
 
+def per_model_table(runs: dict[str, list[dict]]) -> list[dict]:
+    """Accuracy, mean tokens and CR (vs vanilla of the same model and benchmark) per model ×
+    benchmark × policy, and per model × policy over all benchmarks ("all")."""
+    groups: dict = {}
+    for pol, rows in runs.items():
+        for r in rows:
+            for b in (r["benchmark"], "all"):
+                groups.setdefault((r["model"], b, pol), []).append(r)
+    out = []
+    for (m, b, pol), rows in sorted(groups.items()):
+        tok = mean(r["tokens"] for r in rows)
+        van = groups.get((m, b, "vanilla"))
+        out.append({"model": m, "benchmark": b, "policy": pol, "n": len(rows), "acc": mean(r["correct"] for r in rows),
+                    "len": tok, "cr": tok / mean(r["tokens"] for r in van) if van else None})
+    return out
+
+
 def prestudy(vanilla: list[dict], thr: float) -> dict:
     """Correct vanilla traces with ≥ 2 ATPs: the mean ΔH over the ATPs (after the first, the
     reference) at or after the first ATP whose probed answer is the gold answer; the fraction of
@@ -35,7 +52,8 @@ def prestudy(vanilla: list[dict], thr: float) -> dict:
     for r in vanilla:
         if not r["correct"] or r["n_atps"] < 2:
             continue
-        k = next((i for i, a in enumerate(r["atps"]) if a["A"] == r["gold"]), None)
+        # paper scale records whether the probed answer is equivalent to the gold one (A_hit)
+        k = next((i for i, a in enumerate(r["atps"]) if a.get("A_hit", a["A"] == r["gold"])), None)
         if k is None:
             continue
         d = [a["dH"] for a in r["atps"][max(k, 1):]]

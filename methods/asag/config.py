@@ -81,10 +81,10 @@ class AnalysisConfig:
 
 @dataclass
 class PaperConfig:
-    """Paper scale: the models, benchmarks and lm-eval tasks named for the full study."""
+    """Paper scale: the models and benchmarks of the full study. The benchmarks are read through
+    `datasets` (methods/asag/bench.py), not lm-eval: ASAG's controller needs its own generation loop."""
     models: list[str]
     benchmarks: list[str]
-    lm_eval_tasks: list[str]
     think_ratio: Annotated[float, Check(exclusive_minimum=0, maximum=1)]
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from methods.core.results import InputError
+
 from .config import DecodeConfig, Policy
 from .data import Vocab
 from .signals import (
@@ -157,8 +159,24 @@ class Decoder:
                 "n_atps": len(atps), "atps": atps, "text": self.v.decode(state[n0:])}
 
 
+def take_per_benchmark(rows: list[dict], n: int) -> list[dict]:
+    """The first `n` rows of each benchmark (rows without one: the first `n`), in order; 0 = all."""
+    if not n:
+        return rows
+    seen: dict = {}
+    out = []
+    for r in rows:
+        k = r.get("benchmark")
+        seen[k] = seen.get(k, 0) + 1
+        if seen[k] <= n:
+            out.append(r)
+    return out
+
+
 def decode_policy(model_dir: str | Path, test_path: str | Path, cfg: DecodeConfig, name: str,
-                  out: str | Path) -> dict:
+                  out: str | Path, paper=None) -> dict:
+    """Decode the test problems under policy `name`: the tiny model (a trained directory), or at
+    paper scale (the model directory records a hub id) every model of `paper.models` (`hub.py`)."""
     import torch
 
     from methods.core.results import write_jsonl
@@ -166,10 +184,15 @@ def decode_policy(model_dir: str | Path, test_path: str | Path, cfg: DecodeConfi
     from .train import load_tiny
 
     pol = cfg.policy(name)
+    if (Path(model_dir) / "hub.json").is_file():
+        from .hub import decode_hub
+
+        if paper is None:
+            raise InputError(f"{model_dir} names a hub model: decoding it needs the 'paper' section (--paper)")
+        return decode_hub(model_dir, test_path, cfg, paper, name, out)
     model, vocab = load_tiny(model_dir)
-    rows = [json.loads(l) for l in Path(test_path).read_text().splitlines() if l.strip()]
-    if cfg.n_problems:
-        rows = rows[:cfg.n_problems]
+    rows = take_per_benchmark([json.loads(l) for l in Path(test_path).read_text().splitlines() if l.strip()],
+                              cfg.n_problems)
     dec = Decoder(model, vocab, cfg)
     res = []
     with torch.no_grad():

@@ -26,13 +26,15 @@ def row_entropy(attn, eps: float = 0.0):
     return -(torch.where(a > 0, a * torch.log(a.clamp_min(1e-300)), torch.zeros_like(a))).sum(-1)
 
 
-def window_entropy(attn, rows: range | list[int]) -> "torch.Tensor":
+def window_entropy(attn, rows: range | list[int], q_offset: int = 0) -> "torch.Tensor":
     """Per-head normalised entropy of one layer's attention [heads, q, k] over query rows
-    `rows` (absolute positions, causal: row i sees keys 0..i) → [heads]."""
+    `rows` (absolute positions, causal: row i sees keys 0..i) → [heads]. The attention's first
+    query row is position `q_offset` (0: every position from the start; a window recomputed
+    over a cached prefix starts later)."""
     import torch
 
     rows = list(rows)
-    sub = attn[:, rows, :]                                    # [h, w, k]
+    sub = attn[:, [i - q_offset for i in rows], :]            # [h, w, k]
     ent = row_entropy(sub)                                     # [h, w]
     k = torch.tensor([i + 1 for i in rows], dtype=torch.float64)
     norm = torch.where(k > 1, torch.log(k), torch.ones_like(k))  # a 1-key row has entropy 0
@@ -40,15 +42,15 @@ def window_entropy(attn, rows: range | list[int]) -> "torch.Tensor":
 
 
 def attention_state(attentions, rows, prev_span: tuple[int, int] | None, cur_span: tuple[int, int],
-                    n_last: int = 4) -> dict:
+                    n_last: int = 4, q_offset: int = 0) -> dict:
     """H (sum over heads of the last `n_last` layers) and the trap test from per-layer
-    attentions [(1, heads, T, T)] of one eager forward pass. Trap: averaged over heads, layers
-    and the window's rows, the attention mass on the previous thought exceeds the mass on the
-    current thought."""
+    attentions [(1, heads, T - q_offset, T)] of one eager forward pass (query rows from position
+    `q_offset` on). Trap: averaged over heads, layers and the window's rows, the attention mass
+    on the previous thought exceeds the mass on the current thought."""
     layers = [a.detach() for a in attentions[-n_last:]]
-    H = float(sum(window_entropy(a[0], rows).sum() for a in layers))
+    H = float(sum(window_entropy(a[0], rows, q_offset).sum() for a in layers))
     trap, m_prev, m_cur = False, 0.0, 0.0
-    rows = list(rows)
+    rows = [i - q_offset for i in rows]
     for a in layers:
         sub = a[0][:, rows, :].double().mean(0)               # [w, k] mean over heads
         m_cur += float(sub[:, cur_span[0]:cur_span[1]].sum(-1).mean()) / len(layers)

@@ -32,12 +32,12 @@ def train_tiny(cfg: TrainRunConfig, data_dir: str | Path, out_dir: str | Path, s
     from methods.core.models import build_model
     from methods.core.train import evaluate_loss, train
 
-    vocab = Vocab(json.loads((Path(data_dir) / "vocab.json").read_text()))
     if cfg.hub_id is not None:
         # paper scale: the model is a hub LRM; record which one (downloaded by the decode step)
         with atomic_path(out_dir, is_dir=True) as tmp:
             (tmp / "hub.json").write_text(json.dumps({"hub_id": cfg.hub_id}))
         return {"hub_id": cfg.hub_id}
+    vocab = Vocab(json.loads((Path(data_dir) / "vocab.json").read_text()))
     rows = [json.loads(l) for l in (Path(data_dir) / "train.jsonl").read_text().splitlines()]
     if cfg.model.max_seq_len < cfg.seq_len + 60:
         raise InputError(f"config key 'train.model.max_seq_len' must cover seq_len + decode slack, got {cfg.model.max_seq_len}")
@@ -69,8 +69,7 @@ def load_tiny(model_dir: str | Path):
 
     d = Path(model_dir)
     if (d / "hub.json").is_file():
-        raise InputError(f"{d} names a hub model; paper-scale decoding runs the HF generation "
-                         "loop on a GPU (not implemented on this CPU harness, see README)")
+        raise InputError(f"{d} names a hub model (decoded by methods.asag.hub, not as the tiny model)")
     if not (d / "config.json").is_file():
         raise InputError(f"not a model directory (no config.json): {d}")
     model = LlamaForCausalLM.from_pretrained(str(d), attn_implementation="eager")

@@ -54,11 +54,15 @@ def export_task(out_dir: str | Path, name: str, data_file: str | Path, kind: str
 
 def run_lm_eval(model, tokenizer, tasks: list[str], include_path: str | Path | None,
                 batch_size: int | str = 64, device: str | None = None, limit: int | None = None,
-                metadata: dict | None = None) -> dict:
+                metadata: dict | None = None, confirm_run_unsafe_code: bool = False,
+                task_manager=None) -> dict:
     """Evaluate an in-memory HF model on lm-eval tasks; return lm-eval's JSON-safe results
     dict. With `include_path`, only our exported tasks there are visible; with None, lm-eval's
     registered tasks (paper scale: `arithmetic`, `wikitext`, ...). `metadata` goes to the
-    TaskManager (RULER reads `max_seq_lengths` there).
+    TaskManager (RULER reads `max_seq_lengths` there). `confirm_run_unsafe_code` lets tasks
+    that execute generated code run (lm-eval's flag; HumanEval also needs HF_ALLOW_CODE_EVAL=1).
+    `task_manager` (optional) is used as given instead of building one: a step that scores
+    several models builds it once (indexing lm-eval's task files takes seconds).
 
     The model is moved to the active runtime's device (or `device`) in its inference dtype
     first: lm-eval's HFLM ignores its own `device`/`dtype` for a model passed in memory and
@@ -77,7 +81,9 @@ def run_lm_eval(model, tokenizer, tasks: list[str], include_path: str | Path | N
         model.to(device)
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size,
               max_length=model.config.max_position_embeddings)
-    if include_path is None:
+    if task_manager is not None:
+        tm = task_manager
+    elif include_path is None:
         # lm-eval's registered tasks, plus the task YAMLs of $ICML26_LM_EVAL_TASKS where set (a
         # site's own tasks, or the stand-in paper path's local copies, which take precedence
         # over registered tasks of the same name)
@@ -88,7 +94,8 @@ def run_lm_eval(model, tokenizer, tasks: list[str], include_path: str | Path | N
     t0 = time.perf_counter()
     out = lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=tm, log_samples=False,
                                   limit=limit, bootstrap_iters=0, random_seed=0,
-                                  numpy_random_seed=0, torch_random_seed=0, fewshot_random_seed=0)
+                                  numpy_random_seed=0, torch_random_seed=0, fewshot_random_seed=0,
+                                  confirm_run_unsafe_code=confirm_run_unsafe_code)
     return {"results": out["results"], "n_samples": out.get("n-samples", {}),
             "versions": out.get("versions", {}), "lm_eval_s": round(time.perf_counter() - t0, 2)}
 

@@ -214,12 +214,10 @@ def model_spec(table: dict, model_id: str) -> ModelSpec:
 # Keys of a scale file whose string values name models (and, for `experts`, a dict of them);
 # hub_model_refs collects them for the hub-table test. Everything else with an org/name shape is
 # a dataset or a code repository (DATASET_KEYS).
-MODEL_KEYS = {"hub_id", "model_id", "eor_model_id", "tokenizer", "hub", "judge", "encoder", "router_base",
-              "lora_base", "model", "models", "vl_models", "omni_models", "ar_bases", "released", "baselines",
-              "experts"}
-DATASET_KEYS = {"source", "train_hub", "id", "datasets", "benchmarks", "train_data", "eval_data", "rl_dataset",
-                "eval_datasets", "corpus", "train_dataset", "serving_dataset", "sft_dataset", "ppl_source",
-                "framework"}
+MODEL_KEYS = {"hub_id", "eor_model_id", "tokenizer", "hub", "judge", "encoder", "router_base",
+              "lora_base", "model", "models", "vl_models", "ar_bases", "baselines", "experts"}
+DATASET_KEYS = {"source", "train_hub", "id", "dataset", "datasets", "benchmarks", "train_data", "eval_data",
+                "rl_dataset", "eval_datasets", "corpus", "train_dataset", "sft_dataset", "ppl_source"}
 
 
 def hub_model_refs(node, key: str = "", path: str = "") -> dict[str, list[str]]:

@@ -156,3 +156,36 @@ def sample(model, prompt_ids: torch.Tensor, max_new: int, *, eos_id: int, temper
         out.append(nxt)
         ids = torch.cat([ids, nxt[:, None]], 1)
     return torch.stack(out, 1)
+
+
+@torch.no_grad()
+def generate(model, prompts: list[list[int]], max_new: int, *, eos_ids, pad_id: int, temperature: float = 1.0,
+             greedy: bool = False, chunk: int = 64) -> list[list[int]]:
+    """Completions of variable-length prompts (token-id lists) by an HF causal LM: left-padded
+    batched `generate` with the KV cache, `chunk` prompts at a time, plain sampling from
+    softmax(logits / temperature) (no top-k / top-p) or argmax when `greedy`; seed torch's RNG
+    first. Each completion is cut after its first token in `eos_ids` (kept, as `completion_mask`
+    keeps the first EOS) or has `max_new` tokens. The G samples of one prompt are G copies of it."""
+    if not greedy and temperature <= 0:
+        raise ValueError(f"temperature must be > 0 for sampling, got {temperature}")
+    eos = {int(e) for e in ([eos_ids] if isinstance(eos_ids, int) else eos_ids)}
+    dev = next(model.parameters()).device
+    out = []
+    for i in range(0, len(prompts), chunk):
+        part = prompts[i:i + chunk]
+        w = max(map(len, part))
+        x = torch.full((len(part), w), pad_id, dtype=torch.long)
+        m = torch.zeros_like(x)
+        for j, t in enumerate(part):
+            x[j, w - len(t):] = torch.tensor(t)
+            m[j, w - len(t):] = 1
+        # the checkpoint's generation_config (top-k/top-p, repetition penalty of an instruct model)
+        # is overridden: the policy GRPO samples from is the model's own softmax
+        y = model.generate(input_ids=x.to(dev), attention_mask=m.to(dev), do_sample=not greedy,
+                           temperature=1.0 if greedy else temperature, top_k=0, top_p=1.0, min_p=None,
+                           repetition_penalty=1.0, max_new_tokens=max_new, eos_token_id=sorted(eos),
+                           pad_token_id=pad_id)
+        for row in y[:, w:].tolist():
+            cut = next((k + 1 for k, t in enumerate(row) if t in eos), len(row))
+            out.append(row[:cut])
+    return out

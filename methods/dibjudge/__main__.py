@@ -15,10 +15,19 @@ from methods.core.results import read_json, write_metrics, write_text
 
 
 def _data(a):
-    from .config import DataConfig
+    from .config import DataConfig, Hub
+
+    cfg = from_json(DataConfig, a.config, "data")
+    hub = from_json(Hub, a.hub, "train.hub") if a.hub else None
+    if hub is not None and hub.judge:   # paper scale: the hub datasets, translationese by the judge LM
+        from .hub_data import build
+
+        cli.set_threads(a.threads)
+        print(f"data: {build(cfg, hub, a.out)}", file=sys.stderr)
+        return
     from .synth_lang import build
 
-    print(f"data: {build(from_json(DataConfig, a.config, 'data'), a.out)}", file=sys.stderr)
+    print(f"data: {build(cfg, a.out)}", file=sys.stderr)
 
 
 def _train(a):
@@ -51,7 +60,9 @@ def _report(a):
 def build_parser():
     p, sub = cli.subcommands("dibjudge", __doc__.splitlines()[0])
     step = functools.partial(cli.config_step, sub)
-    step("data", _data, "synthetic languages, judge pairs and proxy labels", "out")
+    s = step("data", _data, "judge pairs and proxy labels (synthetic languages, or the hub datasets)", "out",
+             threads=True)
+    s.add_argument("--hub", default="", help="train.hub as JSON (paper scale: the hub judge and datasets)")
     s = step("train", _train, "train + evaluate + probe one variant", "data", "out", "ckpt", threads=True)
     s.add_argument("--variant", required=True)
     s = step("report", _report, "claim metrics, table and figure", "table", "summary", "figure")

@@ -8,10 +8,10 @@ only the standard library and the torch-free parts of methods.core.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from methods.core.config import Check, NonNeg, PosInt, Prob
+from methods.core.config import Check, NonNeg, NonNegInt, PosInt, Prob
 
 # a fact value's range: a wrong value must exist outside the 2 context facts
 AtLeast3 = Annotated[int, Check(minimum=3)]
@@ -69,11 +69,16 @@ class ModelConfig:
 
 @dataclass
 class Hub:
-    """Paper-scale pointers; null/empty at smoke/tiny."""
-    judge: str | None
-    encoder: str | None
-    train_data: str | None
-    eval_data: list[str]
+    """Paper-scale pointers; null/empty at smoke/tiny. With `judge` set the data step reads the
+    hub datasets (methods.dibjudge.hub_data) and the train step fine-tunes the hub judge
+    (methods.dibjudge.hub); the synthetic `data` keys other than n_test, the proxy bins and seed
+    are then unused."""
+    judge: str | None                # judge LM (LoRA), also the translator of the Bias Suite and the NLL proxy LM
+    encoder: str | None              # the shared response encoder E of the two channels
+    train_data: str | None           # preference pairs (M-Preference-Collection layout)
+    eval_data: list[str]             # pairwise benchmarks (prompt / chosen / rejected / language)
+    train_pairs: NonNegInt = 0           # criteria-free training pairs sampled (official preprocessing: 50k)
+    low_resource: list[str] = field(default_factory=list)   # ISO 639-1 codes of the low-resource group L2
 
 
 @dataclass

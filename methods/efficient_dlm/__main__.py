@@ -19,7 +19,8 @@ def _data(a):
     from .config import DataConfig
     from .run import build_data
 
-    print(f"data: {build_data(from_json(DataConfig, a.config, 'data'), a.out)}", file=sys.stderr)
+    print(f"data: {build_data(from_json(DataConfig, a.config, 'data'), a.out, a.tokenizer, a.tokens)}",
+          file=sys.stderr)
 
 
 def _train_ar(a):
@@ -40,18 +41,24 @@ def _convert(a):
 
 
 def _evaluate(a):
-    from .config import EvalConfig
-    from .run import drift, evaluate
+    from .config import EvalConfig, Hub
+    from .run import drift, evaluate, evaluate_lm_eval
 
     cli.set_threads(a.threads)
     cfg = from_json(EvalConfig, a.config, "eval")
+    hub = from_json(Hub, a.hub, "hub") if a.hub else None
     t0 = time.perf_counter()
-    rows = evaluate(cfg, a.ar, a.convs, a.data)
+    extra = {}
+    if hub is not None and hub.lm_eval_tasks:   # paper scale: the paper's tasks through lm-eval
+        rows, extra["baselines"] = evaluate_lm_eval(cfg, hub, a.ar, a.convs)
+    else:
+        rows = evaluate(cfg, a.ar, a.convs, a.data)
     drifts = {}   # variant → seed → drift per module type
     for c in a.convs:
         spec = json.loads((Path(c) / "variant.json").read_text())
         drifts.setdefault(spec["variant"], {})[str(spec.get("seed", 0))] = drift(a.ar, c)
-    write_metrics(a.out, {"rows": rows, "drift": drifts}, json.loads(a.config), None, time.perf_counter() - t0)
+    write_metrics(a.out, {"rows": rows, "drift": drifts, **extra}, json.loads(a.config), None,
+                  time.perf_counter() - t0)
 
 
 def _aggregate(a):
@@ -67,6 +74,8 @@ def _aggregate(a):
     rows, drifts = ev["rows"], ev["drift"]
     metrics, notes = claim_metrics(rows, drifts, cfg)
     df = pd.DataFrame([{k: v for k, v in r.items() if k != "correct"} for r in rows])   # per-prompt lists stay in eval.json
+    if ev.get("baselines"):        # paper scale: AR baselines scored side by side (appended below)
+        df = pd.concat([df, pd.DataFrame(ev["baselines"])], ignore_index=True)
     if "seed" in df:
         df["seed"] = df["seed"].astype("Int64")      # the AR row has none
     for mdl, by_seed in drifts.items():
@@ -80,13 +89,16 @@ def _aggregate(a):
 def build_parser():
     p, sub = cli.subcommands("efficient_dlm", __doc__.splitlines()[0])
     step = functools.partial(cli.config_step, sub)
-    step("data", _data, "generate corpus, held-out prompts and tokenizer", "out")
+    s = step("data", _data, "generate corpus, held-out prompts and tokenizer (paper scale: corpus shards)", "out")
+    s.add_argument("--tokenizer", default=None, help="paper scale: the AR base whose tokenizer makes the shards")
+    s.add_argument("--tokens", type=int, default=None, help="paper scale: tokens of the corpus to shard")
     step("train_ar", _train_ar, "train the tiny AR base", "data", "out", threads=True)
     s = step("convert", _convert, "continuous-pretrain the AR base as a dLM (one variant)",
              "variant", "ar", "data", "out", threads=True)
     s = step("evaluate", _evaluate, "decode every model at every threshold; weight drift",
              "ar", "data", "out", threads=True)
     s.add_argument("--convs", nargs="+", required=True)
+    s.add_argument("--hub", default=None, help="the hub section (JSON); lm-eval tasks there select the paper path")
     step("aggregate", _aggregate, "table, claim metrics and figures",
          "eval", "table", "summary", "frontier", "drift")
     return p

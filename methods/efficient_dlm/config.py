@@ -91,6 +91,10 @@ class EvalConfig:
     max_new: PosInt
     n_per_task: PosInt
     batch_size: PosInt
+    # paper scale (lm-eval tasks, methods/efficient_dlm/lm.py): Monte-Carlo draws of the
+    # block-diffusion ELBO per loglikelihood request, and lm-eval's per-task `limit` (null: all)
+    mc_samples: PosInt = 8
+    lm_eval_limit: PosInt | None = None
 
 
 @dataclass
@@ -103,11 +107,16 @@ class AnalysisConfig:
 
 @dataclass
 class Hub:
-    """Paper-scale pointers; unused at smoke/tiny."""
+    """Paper-scale pointers; empty at smoke/tiny. `ar_bases`: the AR models the paper converts
+    (`ar.hub_id` must be one of them); `baselines`: AR hub models scored side by side with the
+    converted model (methods.efficient_dlm.run.evaluate_lm_eval; loaded without remote code);
+    `train_tokens`: the conversion budget, which sets the corpus shards' size and the conversion
+    steps (workflow/rules/helpers/efficient_dlm.smk); `lm_eval_tasks`: the evaluation tasks.
+    The released nvidia/Efficient-DLM checkpoints are not evaluated: they load only with
+    trust_remote_code, which this harness never uses."""
     ar_bases: list[str]
-    released: list[str]
     baselines: list[str]
-    train_tokens: int | None
+    train_tokens: PosInt | None
     lm_eval_tasks: list[str]
 
 
@@ -121,3 +130,8 @@ class Config:
     eval: EvalConfig
     analysis: AnalysisConfig
     hub: Hub
+
+    def __post_init__(self):
+        if self.ar.hub_id is not None and self.hub.ar_bases and self.ar.hub_id not in self.hub.ar_bases:
+            raise InputError(f"config key 'ar.hub_id' ({self.ar.hub_id!r}) is not one of 'hub.ar_bases' "
+                             f"({', '.join(self.hub.ar_bases)})")

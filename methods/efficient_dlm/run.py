@@ -38,13 +38,12 @@ def task_line(task, rng, cfg):
     return rev_line(rng, cfg.rev_min, cfg.rev_max, cfg.rev_chars, task)
 
 
-def build_data(cfg: DataConfig, out: str):
+def build_data(cfg: DataConfig, out: str, tokenizer: str | None = None, tokens: int | None = None):
     from methods.core.data import pcfg_sentence
     from methods.core.tokenizer import save_tokenizer, train_tokenizer
 
     if cfg.corpus is not None:
-        raise InputError(f"config key 'corpus': hub corpus {cfg.corpus!r} is a paper-scale pointer; "
-                         "only the generated tiny corpus (corpus: null) is implemented")
+        return build_corpus(cfg.corpus, out, tokenizer, tokens)
     # tasks, mix and the rev lengths are checked by DataConfig (methods/efficient_dlm/config.py)
     if any(c in "+= \n" for c in cfg.rev_chars):
         raise InputError(f"config key 'data.rev_chars': an alphabet without '+', '=', space or newline, "
@@ -81,9 +80,46 @@ def build_data(cfg: DataConfig, out: str):
     return {"docs": len(docs), "eval": len(evals), "vocab": len(tok)}
 
 
+def build_corpus(corpus: str, out: str, tokenizer: str | None, tokens: int | None) -> dict:
+    """Paper scale: the pretraining corpus (a hub dataset's `text` field, streamed through
+    `datasets`, never held whole) tokenized with the AR base's tokenizer into token shards
+    (`out/shards`, methods.core.shards), its first `tokens` tokens (hub.train_tokens; None: all),
+    one EOS after each document. Written atomically: a failure leaves no `out`."""
+    from transformers import AutoTokenizer
+
+    from methods.core.data import stream_texts
+    from methods.core.results import atomic_path
+    from methods.core.shards import write_shards
+
+    if not tokenizer:
+        raise InputError(f"config key 'data.corpus' ({corpus!r}) needs the AR base's tokenizer "
+                         "(config key 'ar.hub_id')")
+    try:
+        tok = AutoTokenizer.from_pretrained(str(tokenizer))
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot load tokenizer {tokenizer}: {str(e).splitlines()[0]}") from None
+    with atomic_path(out, is_dir=True) as tmp:
+        index = write_shards(stream_texts(corpus, "text", "train"), tok, Path(tmp) / "shards", max_tokens=tokens)
+        if not index["total_tokens"]:
+            raise InputError(f"corpus {corpus!r} has no text")
+        write_text(Path(tmp) / "corpus.json", json.dumps({"corpus": corpus, "tokenizer": str(tokenizer),
+                                                          "requested_tokens": tokens,
+                                                          "tokens": index["total_tokens"]}))
+    return {"corpus": corpus, "tokens": index["total_tokens"]}
+
+
 def _stream(data, tok, seq_len):
+    """The training tokens: paper scale the corpus shards (`build_corpus`), else the generated text."""
     from methods.core.data import TokenStream
 
+    if (Path(data) / "shards").is_dir():
+        from methods.core.shards import ShardedTokenStream
+
+        stream = ShardedTokenStream(Path(data) / "shards", seq_len)
+        if stream.index.get("vocab_size", 0) > len(tok):
+            raise InputError(f"token shards {Path(data) / 'shards'} were written with a vocabulary of "
+                             f"{stream.index['vocab_size']} ids, the model's tokenizer has {len(tok)}")
+        return stream
     return TokenStream.from_text((Path(data) / "train.txt").read_text(), tok, seq_len)
 
 
@@ -246,22 +282,141 @@ def evaluate(cfg: EvalConfig, ar: str, convs: list[str], data: str):
     return out
 
 
-def drift(ar: str, conv: str) -> dict:
-    """‖W − W_AR‖_F / ‖W_AR‖_F per module type, over all layers (safetensors, no torch)."""
-    import numpy as np
-    from safetensors.numpy import load_file
+class _Weights:
+    """The tensors of a model directory's safetensors files (one file, or the shards of a large
+    model such as the saved hub base), read one at a time as float64 numpy arrays (bf16 too,
+    which numpy cannot hold): a 4B model's two copies are never in memory at once."""
 
-    a = load_file(str(Path(ar) / "model.safetensors"))
-    c = load_file(str(Path(conv) / "model.safetensors"))
+    def __init__(self, d: str):
+        from safetensors import safe_open
+
+        files = sorted(Path(d).glob("*.safetensors"))
+        if not files:
+            raise InputError(f"no safetensors weights in {d}")
+        self.where = {}
+        for f in files:
+            with safe_open(str(f), framework="pt") as h:
+                self.where.update(dict.fromkeys(h.keys(), f))
+
+    def __iter__(self):
+        return iter(self.where)
+
+    def __getitem__(self, name):
+        from safetensors import safe_open
+
+        if name not in self.where:
+            raise InputError(f"weights {sorted(set(f.parent for f in self.where.values()))[0]} have no tensor {name!r}")
+        with safe_open(str(self.where[name]), framework="pt") as h:
+            return h.get_tensor(name).double().numpy()
+
+
+def drift(ar: str, conv: str) -> dict:
+    """‖W − W_AR‖_F / ‖W_AR‖_F per module type, over all layers (float64 over safetensors tensors)."""
+    import numpy as np
+
+    a, c = _Weights(ar), _Weights(conv)
     groups = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj",
               "ffn": ("gate_proj", "up_proj", "down_proj")}
     out = {}
     for g, keys in groups.items():
         keys = (keys,) if isinstance(keys, str) else keys
         names = [n for n in a if any(k in n for k in keys)]
-        num = sum(float(np.sum((c[n].astype(np.float64) - a[n]) ** 2)) for n in names)
-        den = sum(float(np.sum(a[n].astype(np.float64) ** 2)) for n in names)
+        num = den = 0.0
+        for n in names:
+            wa = a[n]
+            num += float(np.sum((c[n] - wa) ** 2))
+            den += float(np.sum(wa ** 2))
         out[g] = (num / den) ** 0.5
     out["attn"] = float(np.mean([out[k] for k in "qkvo"]))
     out["mean"] = float(np.mean([out[k] for k in ("q", "k", "v", "o", "ffn")]))
     return out
+
+
+# ---------------------------------------------------------------- paper scale: lm-eval tasks
+# the metric a task's accuracy is read from, first found (lm-eval metric names; gsm8k reports
+# strict-match and flexible-extract, the strict one is read)
+PRIMARY_METRICS = ("acc", "exact_match,strict-match", "exact_match", "pass@1", "pass_at_1")
+
+
+def _primary(results: dict, task: str, tm) -> float:
+    from methods.core.evaluate import metric
+
+    for name in PRIMARY_METRICS:
+        try:
+            return metric(results, task, name, tm)
+        except InputError:
+            continue
+    raise InputError(f"lm-eval results for {task!r} have none of the metrics {', '.join(PRIMARY_METRICS)}")
+
+
+def _lm_eval_row(lm, tasks: list[str], tm, limit) -> dict:
+    """One lm-eval run of `lm` (a methods.efficient_dlm.lm.BlockDiffusionLM) on `tasks`: the
+    mean of the tasks' primary metrics (`acc`), each task's (`acc_<task>`), and the decoder's
+    counters over the generation tasks (NFE, tokens per forward, tokens/s)."""
+    import os
+
+    import lm_eval
+
+    lm.reset_stats()
+    kw = {"confirm_run_unsafe_code": True} if os.environ.get("HF_ALLOW_CODE_EVAL") == "1" else {}
+    out = lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=tm, log_samples=False, limit=limit,
+                                  bootstrap_iters=0, random_seed=0, numpy_random_seed=0, torch_random_seed=0,
+                                  fewshot_random_seed=0, **kw)
+    res = {"results": out["results"], "n_samples": out.get("n-samples", {})}
+    row = {f"acc_{t}": _primary(res, t, tm) for t in tasks}
+    row["acc"] = sum(row.values()) / len(tasks)
+    st = lm.stats
+    row.update(nfe=st["nfe"] / max(1, st["rows"]), tpf=st["committed"] / max(1, st["nfe"]),
+               useful_tpf=st["useful"] / max(1, st["nfe"]), wall_s=st["wall_s"],
+               tokens_per_s=(st["useful"] / st["wall_s"]) if st["wall_s"] > 0 else None)
+    return row
+
+
+def evaluate_lm_eval(cfg: EvalConfig, hub, ar: str, convs: list[str]) -> tuple[list[dict], list[dict]]:
+    """Paper scale: every model scored by lm-eval on `hub.lm_eval_tasks` through the registered
+    `efficient_dlm` model class (methods/efficient_dlm/lm.py) — the AR base and the AR baselines
+    (`hub.baselines`, hub ids loaded without remote code) with greedy AR decoding, each converted
+    model at every confidence threshold with block-parallel decoding — so accuracy and tokens/s
+    of the AR base and the converted models come from the same harness, side by side.
+    Returns (rows, baseline rows)."""
+    import gc
+    import os
+
+    from lm_eval.tasks import TaskManager
+
+    from methods.core.evaluate import LM_EVAL_TASKS_ENV
+    from methods.core.models import load_model
+
+    from .lm import BlockDiffusionLM
+
+    tasks = list(hub.lm_eval_tasks)
+    if not tasks:
+        raise InputError("config key 'hub.lm_eval_tasks' is empty: the paper-scale evaluation needs lm-eval tasks")
+    tm = TaskManager(include_path=os.environ.get(LM_EVAL_TASKS_ENV) or None)
+    common = dict(batch_size=cfg.batch_size, mc_samples=cfg.mc_samples, block=cfg.block)
+
+    def ar_row(path, name):
+        model, tok = load_model(path)
+        row = {"model": name, "threshold": None, **_lm_eval_row(BlockDiffusionLM(model=model, tokenizer=tok, mode="ar",
+                                                                                  **common), tasks, tm,
+                                                                 cfg.lm_eval_limit)}
+        print(f"eval {name}: acc {row['acc']:.3f} tokens/s {row['tokens_per_s']}", flush=True)
+        del model
+        gc.collect()
+        return row
+
+    rows = [ar_row(ar, "ar")]
+    baselines = [{**ar_row(b, f"baseline {b}"), "hub_id": b} for b in hub.baselines]
+    for c in convs:
+        spec = json.loads((Path(c) / "variant.json").read_text())
+        model, tok = load_model(c)
+        seed = spec.get("seed", 0)
+        lm = BlockDiffusionLM(model=model, tokenizer=tok, mode="dlm", spec=spec, seed=seed, **common)
+        for th in cfg.thresholds:
+            lm.threshold = th          # likelihoods are memoised in `lm`: they do not depend on τ
+            r = _lm_eval_row(lm, tasks, tm, cfg.lm_eval_limit)
+            rows.append({"model": spec["variant"], "seed": seed, "threshold": th, **r})
+            print(f"eval {spec['variant']} seed {seed} τ={th}: acc {r['acc']:.3f} tpf {r['tpf']:.2f}", flush=True)
+        del model, lm
+        gc.collect()
+    return rows, baselines

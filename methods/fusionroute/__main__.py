@@ -27,9 +27,15 @@ def _split(a):
 
 
 def _data(a):
-    from .config import DataConfig
-    from .data import build
+    from .config import DataConfig, is_paper
+    from .data import build, build_hub
 
+    if "hub" in json.loads(a.config):   # paper scale: the rule passes the hub section beside the data's
+        cfg, hub = _split(a)
+        if is_paper(hub, "data"):
+            print(f"data: {build_hub(from_json(DataConfig, cfg, 'data'), hub, a.out)}", file=sys.stderr)
+            return
+        a.config = cfg
     print(f"data: {build(from_json(DataConfig, a.config, 'data'), a.out)}", file=sys.stderr)
 
 

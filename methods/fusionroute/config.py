@@ -1,7 +1,7 @@
 """The `fusionroute:` section of config/scales/<scale>.yaml (FusionRoute, "Token-Level LLM
 Collaboration via FusionRoute", arXiv 2601.05106; the tiny domains and sizes are our design):
-`Config` is the whole section, its sub-sections are the step configs; and the paper-scale guard
-of the steps this tiny-scale module cannot run with hub models.
+`Config` is the whole section, its sub-sections are the step configs; `is_paper` tells a step
+whether it runs on the hub models (paper scale) or the tiny ones.
 
 Torch-free: loaded by file path at workflow parse time.
 """
@@ -33,22 +33,24 @@ class DataConfig:
 
 @dataclass
 class ExpertConfig:
-    """fusionroute.expert: the three domain experts (one shared init, so merging is meaningful)."""
-    model: ModelConfig
-    train: TrainConfig
-    n_train: PosInt
-    init_seed: int                       # one init for every expert (a shared base: merging is meaningful)
+    """fusionroute.expert: the three domain experts (one shared init, so merging is meaningful).
+    Paper scale (hub.experts set): nothing is trained, the section is empty (`{}`)."""
+    model: ModelConfig | None = None
+    train: TrainConfig | None = None
+    n_train: PosInt | None = None
+    init_seed: int | None = None         # one init for every expert (a shared base: merging is meaningful)
 
 
 @dataclass
 class RouterConfig:
     """fusionroute.router: the router LM + routing head, SFT loss L_lm + lambda_route * L_route."""
-    model: ModelConfig
     train: TrainConfig
     lambda_route: NonNeg                 # λ of the routing loss
     informative_only: bool               # route loss on informative positions only (false: the ablation)
     n_train: PosInt
-    init_seed: int
+    init_seed: int                       # the tiny router's init; paper scale: the routing head's init
+    model: ModelConfig | None = None     # the tiny router LM (paper scale: hub.router_base, no block)
+    max_len: PosInt | None = None        # paper scale: SFT sequences cut to this many router tokens
 
 
 @dataclass
@@ -58,6 +60,7 @@ class CDPOConfig:
     n_prefs: PosInt                      # preference pairs
     beta: Positive                       # DPO β
     seed: int
+    max_len: PosInt | None = None        # paper scale: pair sequences cut to this many router tokens
 
 
 @dataclass
@@ -68,6 +71,18 @@ class EvalConfig:
     cost_ctx_len: PosInt
     cost_batch: PosInt
     cost_repeats: PosInt
+    lm_eval_limit: PosInt | None = None  # paper scale: lm-eval `limit` (documents per task); null = all
+
+
+@dataclass
+class HubDataset:
+    """One hub dataset of fusionroute.hub.datasets (paper scale): `role` add / rev / brk = router
+    SFT records of that expert's domain (math / instruction following / code), `prefs` = CDPO
+    preference pairs. The record format is recognised from the split's columns (data.py FORMATS)."""
+    id: Annotated[str, Check(min_length=1)]
+    subset: str | None
+    split: Annotated[str, Check(min_length=1)]
+    role: Literal["add", "rev", "brk", "prefs"]
 
 
 @dataclass
@@ -76,7 +91,7 @@ class Hub:
     router_base: str | None
     # domain -> hub id of its expert (paper scale), null below; every domain named
     experts: Annotated[dict[Literal["add", "rev", "brk"], str | None], Check(min_properties=3)]
-    datasets: list[str]
+    datasets: list[HubDataset]
     lm_eval_tasks: list[str]
 
 
@@ -106,7 +121,17 @@ def replicate_section(section: dict, seed: int) -> dict:
     return out
 
 
-def paper_guard(hub: Hub, step: str) -> None:
-    if hub.router_base or any(hub.experts.values()):
-        raise InputError(f"{step}: paper scale (hub router {hub.router_base!r}) needs the GPU "
-                         "implementation of FusionRoute training, which this tiny-scale module does not have")
+def is_paper(hub: Hub, step: str) -> bool:
+    """True at paper scale (hub router and experts named); a half-set hub section is an error."""
+    named = [bool(hub.router_base)] + [bool(v) for v in hub.experts.values()]
+    if any(named) and not all(named):
+        raise InputError(f"{step}: fusionroute.hub must name the router base and every expert, or none "
+                         f"(router_base {hub.router_base!r}, experts {hub.experts})")
+    return all(named)
+
+
+def tiny_block(value, key: str):
+    """A tiny-scale config block that paper.yaml leaves out: one line when it is missing."""
+    if value is None:
+        raise InputError(f"missing config key '{key}' (needed without fusionroute.hub.router_base)")
+    return value

@@ -12,7 +12,7 @@ def make_step(system: str, router, experts, expert: int | None = None, model=Non
     from .fusion import last, next_token
 
     def step(ids, lens):
-        mask = (torch.arange(ids.shape[1])[None] < lens[:, None]).long()
+        mask = (torch.arange(ids.shape[1], device=ids.device)[None] < lens[:, None]).long()
         with torch.no_grad():
             if system in ("expert", "merged"):
                 m = model if system == "merged" else experts[expert]

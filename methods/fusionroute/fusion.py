@@ -43,9 +43,12 @@ def pad_batch(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
 
 
 def greedy(step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], prompts: list[list[int]],
-           max_new: int, stop_id: int, pad_id: int, batch_size: int = 512) -> list[list[int]]:
+           max_new: int, stop_id: int | list[int], pad_id: int, batch_size: int = 512,
+           stop_fn: Callable[[list[int]], bool] | None = None) -> list[list[int]]:
     """Greedy completions (token ids, stop token included when reached). `step(ids, lengths)`
-    returns the next token of every row; finished rows leave the batch."""
+    returns the next token of every row; finished rows leave the batch. `stop_id` may be a list
+    (several eos ids); `stop_fn(out)` also ends a row (a stop string in its text, lm-eval)."""
+    stops = set(stop_id) if isinstance(stop_id, (list, tuple, set)) else {stop_id}
     outs = [[] for _ in prompts]
     for b0 in range(0, len(prompts), batch_size):
         rows = list(range(b0, min(b0 + batch_size, len(prompts))))
@@ -57,7 +60,7 @@ def greedy(step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], prompts: 
             keep = []
             for i, t in zip(rows, nxt):
                 outs[i].append(t)
-                if t != stop_id:
+                if t not in stops and not (stop_fn is not None and stop_fn(outs[i])):
                     keep.append(i)
             rows = keep
     return outs
@@ -65,7 +68,7 @@ def greedy(step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], prompts: 
 
 def last(x: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
     """x [B, T, ...] at position lens-1 of each row."""
-    return x[torch.arange(x.shape[0]), lens - 1]
+    return x[torch.arange(x.shape[0], device=x.device), lens - 1]
 
 
 # ---- SFT phase -------------------------------------------------------------------------------

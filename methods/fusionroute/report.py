@@ -69,6 +69,11 @@ def check_evals(evals: list[dict]) -> None:
         missing = [k for k in ("correct", "domains", "em", "cdpo_changed") if k not in r]
         if missing:
             raise InputError(f"aggregate: evaluation {i} lacks {missing} (written by an older evaluate step?)")
+        if r.get("pooled_macro"):   # paper scale: benchmarks of unequal sizes, no comp domain
+            empty = [d for d in D.EXPERT_DOMAINS if d not in r["domains"]]
+            if empty:
+                raise InputError(f"aggregate: evaluation {i} has no benchmark of expert domain(s) {empty}")
+            continue
         sizes = {r["domains"].count(d) for d in D.DOMAINS}
         if len(sizes) != 1 or 0 in sizes:
             raise InputError(f"aggregate: evaluation {i} has unequal or empty domains ({sizes} prompts): "
@@ -93,6 +98,9 @@ def claim_metrics(evals: list[dict], seeds: list[int]) -> dict:
     m: dict = {"intervals": {}, "per_seed": {}, "seeds": list(seeds), "n_seeds": len(seeds)}
     for key, (a, b, doms) in pairs.items():
         (k1, n1), (k2, n2) = pooled(evals, a, doms), pooled(evals, b, doms)
+        if not (n1 and n2):   # paper scale: no comp documents (C3 not measured)
+            m[key], m["per_seed"][key] = None, None
+            continue
         m[key] = P * (k1 / n1 - k2 / n2)
         m["intervals"][key] = newcombe_diff(k1, n1, k2, n2, scale=P)
         m["per_seed"][key] = [P * (rate(r, a, doms) - rate(r, b, doms)) for r in evals]
@@ -145,7 +153,7 @@ def claim_notes(evals: list[dict], m: dict, fr: tuple[int, int]) -> dict:
         return "per seed " + ", ".join(f"{v:+.1f}" for v in m["per_seed"][key])
 
     em = {s: 100.0 * pooled(evals, s)[0] / pooled(evals, s)[1] for s in ("expert_only_routing", "fusionroute_sft")}
-    comp = {s: 100.0 * pooled(evals, s, ("comp",))[0] / pooled(evals, s, ("comp",))[1]
+    comp = {s: 100.0 * pooled(evals, s, ("comp",))[0] / max(1, pooled(evals, s, ("comp",))[1])
             for s in ("fusionroute", "expert_only_routing", "router_alone")}
     add = {s: 100.0 * pooled(evals, s, ("add",))[0] / pooled(evals, s, ("add",))[1] for s in ("fusionroute", "router_alone")}
     n = f"{len(evals)} replicate(s) × {fr[1] // len(evals)} test prompts pooled"
@@ -159,7 +167,8 @@ def claim_notes(evals: list[dict], m: dict, fr: tuple[int, int]) -> dict:
         "c2_min_home_gap": "; ".join(f"{d}: {m['c2_home_gaps'][d]:+.1f}" for d in D.EXPERT_DOMAINS)
                            + f" (expert home EM {', '.join(f'{d} {v:.1f}' for d, v in m['expert_home_em'].items())}); "
                            f"{iv('c2_min_home_gap')}; {seeds('c2_min_home_gap')}",
-        "c3_comp_gain": f"comp EM FusionRoute {comp['fusionroute']:.1f} vs expert-only {comp['expert_only_routing']:.1f} "
+        "c3_comp_gain": "no comp documents (paper scale: no held-out composition domain)"
+                        if m["c3_comp_gain"] is None else f"comp EM FusionRoute {comp['fusionroute']:.1f} vs expert-only {comp['expert_only_routing']:.1f} "
                         f"(router alone {comp['router_alone']:.1f}); {iv('c3_comp_gain')}; {seeds('c3_comp_gain')}",
         "c4_add_gain_vs_router": f"add EM FusionRoute {add['fusionroute']:.1f} vs router alone {add['router_alone']:.1f}; "
                                  f"{iv('c4_add_gain_vs_router')}; {seeds('c4_add_gain_vs_router')}",
@@ -176,6 +185,9 @@ def pooled_em(evals: list[dict]) -> dict:
         row = {}
         for col, doms in [*((d, (d,)) for d in D.DOMAINS), ("macro", D.DOMAINS)]:
             k, n = pooled(evals, s, doms)
+            if not n:   # paper scale: a domain without documents (comp)
+                row[col] = (math.nan, math.nan, math.nan)
+                continue
             w = wilson(k, n)
             row[col] = (100.0 * k / n, 100.0 * w["lo"], 100.0 * w["hi"])
         out[s] = row

@@ -9,7 +9,7 @@ from pathlib import Path
 from methods.core.results import atomic_path, read_jsonl
 
 from . import data as D
-from .config import Hub, RouterConfig, paper_guard
+from .config import Hub, RouterConfig, is_paper, tiny_block
 from .experts import expert_logits, load_experts
 
 HEAD_FILE = "route_head.safetensors"
@@ -53,6 +53,7 @@ def load_router(path):
     w = load_file(str(Path(path) / HEAD_FILE))["weight"]
     r = router_module(lm, w.shape[0])
     r.head.weight.data.copy_(w)
+    r.head.to(device=lm.device, dtype=lm.dtype)     # beside the LM (a no-op on CPU in fp32)
     return r.eval(), tok
 
 
@@ -63,12 +64,13 @@ def sft_router(cfg: RouterConfig, seed: int, data_dir, expert_dirs, out, hub: Hu
 
     from .fusion import sft_loss
 
-    paper_guard(hub, "sft")
+    if is_paper(hub, "sft"):
+        return sft_router_hub(cfg, seed, data_dir, expert_dirs, out, hub)
     tok = D.load_tok(data_dir)
     experts = load_experts(expert_dirs)
     items = D.mixture(read_jsonl(Path(data_dir) / "train.jsonl"), D.router_weights(), cfg.n_train, seed)
     batches = PromptAnswerBatches(D.prompt_answer_pairs(items), tok)
-    router = router_module(build_model(cfg.model, tok, cfg.init_seed), len(experts))
+    router = router_module(build_model(tiny_block(cfg.model, "router.model"), tok, cfg.init_seed), len(experts))
     parts = []
 
     def loss_fn(model, batch):
@@ -83,6 +85,81 @@ def sft_router(cfg: RouterConfig, seed: int, data_dir, expert_dirs, out, hub: Hu
                  loss_fn=loss_fn, desc="router_sft")
     k = max(1, len(parts) // 10)
     info = {"seed": seed, "train_s": time.perf_counter() - t0, "log": rows,
+            "final_lm_loss": sum(p[0] for p in parts[-k:]) / k,
+            "final_route_loss": sum(p[1] for p in parts[-k:]) / k,
+            "n_params": sum(p.numel() for p in router.parameters())}
+    save_router(router, tok, out, info)
+    return info
+
+
+# ---- paper scale -------------------------------------------------------------------------------
+def chat_batches(pairs: list[tuple[str, str]], tok, eos: str, max_len: int | None, what: str):
+    """PromptAnswerBatches of (user prompt, reply) pairs in the router base's chat template, the
+    reply closed by `eos`, each sequence cut to `max_len` tokens (pairs whose prompt alone fills
+    it are dropped; at least one remains or a one-line error)."""
+    from methods.core.data import PromptAnswerBatches
+    from methods.core.results import InputError
+
+    from .experts import chat_prompt
+
+    b = PromptAnswerBatches([(chat_prompt(tok, p), a) for p, a in pairs], tok, end=eos)
+    if max_len is not None:
+        b.items = [(ids[:max_len], start) for ids, start in b.items if start < max_len]
+        if not b.items:
+            raise InputError(f"{what}: every prompt is longer than max_len {max_len} tokens")
+    return b
+
+
+def hub_router_and_experts(router_path, expert_dirs, training: bool):
+    """(router LM, tokenizer, experts) at paper scale, after the shared-vocabulary check."""
+    from methods.core.models import load_model
+
+    from .experts import check_shared_vocab, load_hub_experts
+
+    experts, named = load_hub_experts(expert_dirs)
+    lm, tok = load_model(router_path, training=training)
+    check_shared_vocab([(f"router ({router_path})", tok, lm)] + named)
+    return lm, tok, experts
+
+
+def sft_router_hub(cfg: RouterConfig, seed: int, data_dir, expert_dirs, out, hub: Hub) -> dict:
+    """The SFT phase on hub models: the router base (hub.router_base) with a fresh routing head,
+    the hub experts frozen, the SFT mixture of the hub datasets (data step) in the router's chat
+    template; the same loss as the tiny scale (fusion.sft_loss: L_lm + λ·L_route on informative
+    positions)."""
+    import torch
+
+    from methods.core.results import InputError
+    from methods.core.train import train
+
+    from .experts import stop_ids
+    from .fusion import sft_loss
+
+    lm, tok, experts = hub_router_and_experts(hub.router_base, expert_dirs, training=True)
+    train_items = read_jsonl(Path(data_dir) / "train.jsonl")
+    present = sorted({t["domain"] for t in train_items})
+    if not present:
+        raise InputError(f"{data_dir}/train.jsonl has no SFT records")
+    items = D.mixture(train_items, {d: 1 / len(present) for d in present}, cfg.n_train, seed)
+    eos = tok.convert_ids_to_tokens(stop_ids(tok, lm)[0]) if tok.eos_token is None else tok.eos_token
+    batches = chat_batches(D.prompt_answer_pairs(items), tok, eos, cfg.max_len, "sft")
+    torch.manual_seed(cfg.init_seed)
+    router = router_module(lm, len(experts))
+    parts = []
+
+    def loss_fn(model, batch):
+        E = expert_logits(experts, batch["input_ids"], batch["attention_mask"])
+        r, w = model(batch["input_ids"], batch["attention_mask"])
+        total, lm_, rt = sft_loss(r, w, E, batch["labels"], cfg.lambda_route, cfg.informative_only)
+        parts.append((lm_.item(), rt.item()))
+        return total
+
+    t0 = time.perf_counter()
+    rows = train(router, lambda s: batches.batch(s, cfg.train.batch_size, seed), cfg.train,
+                 loss_fn=loss_fn, desc="router_sft")
+    k = max(1, len(parts) // 10)
+    info = {"seed": seed, "router_base": hub.router_base, "experts": hub.experts, "train_s": time.perf_counter() - t0,
+            "log": rows, "n_sequences": len(batches.items), "domains": present,
             "final_lm_loss": sum(p[0] for p in parts[-k:]) / k,
             "final_route_loss": sum(p[1] for p in parts[-k:]) / k,
             "n_params": sum(p.numel() for p in router.parameters())}

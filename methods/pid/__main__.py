@@ -17,6 +17,8 @@ from methods.core import cli
 from methods.core.config import from_dict, from_json
 from methods.core.results import InputError, atomic_path, read_json, write_metrics
 
+from .config import Hub
+
 
 def _save_npz(path, tree: dict):
     import numpy as np
@@ -44,12 +46,73 @@ def _data(a):
     from .synth import DataConfig, build
 
     cfg = from_json(DataConfig, a.config, "data")
-    if any(cfg.hub.get(k) for k in ("vl_models", "omni_models")):
-        raise InputError("data: hub.vl_models/omni_models are set (paper scale): decisions of real MLLMs need an "
-                         "lmms-eval backend that this harness does not have yet (see methods/pid/README.md)")
+    if cfg.hub.get("vl_models"):
+        return _data_hub(a, cfg)
     d = build(cfg)
     _save_npz(a.out, d)
     print(f"data: { {k: len(v['y']) for k, v in d.items()} }", file=sys.stderr)
+
+
+def _hub_cfg(cfg) -> Hub:
+    return from_dict(Hub, cfg.hub if not isinstance(cfg, dict) else cfg["hub"], "hub")
+
+
+def _data_hub(a, cfg):
+    """Paper scale: every benchmark's items (profile / train / test) from the hub through `datasets`."""
+    from .hub import load_benchmark, pack
+
+    hub = _hub_cfg(cfg)
+    if not hub.benchmarks:
+        raise InputError("data: hub.vl_models is set but hub.benchmarks is empty")
+    names = [b.name for b in hub.benchmarks]
+    if len(set(names)) != len(names):
+        raise InputError(f"data: hub.benchmarks names a benchmark twice ({names})")
+    tree = {}
+    for spec in hub.benchmarks:
+        parts = load_benchmark(spec, cfg.n_profile, cfg.n_train, cfg.n_test, cfg.seed)
+        for part, items in parts.items():
+            if not items:
+                raise InputError(f"data: benchmark {spec.name!r} has no {part} items")
+            tree[f"{spec.name}:{part}"] = pack(items)
+    _save_npz(a.out, tree)
+    print(f"data: { {k: len(v['y']) for k, v in tree.items()} }", file=sys.stderr)
+
+
+def _items(data: dict, bench: str, part: str) -> list:
+    from .hub import unpack
+
+    key = f"{bench}:{part}"
+    if key not in data:
+        raise InputError(f"data file has no {part} items of benchmark {bench!r} (has {sorted(data)})")
+    return unpack(data[key])
+
+
+def _decide_hub(a, full: dict):
+    """Paper scale: each hub VL model's decisions on each benchmark's test items under calibrated
+    masking (text span, image), BATCH features, accuracy with vision masked."""
+    from .config import Data
+    from .hub import VLModel, decisions, profile_stats
+
+    hub, dc = _hub_cfg(full), from_dict(Data, full.get("data"), "data")
+    data = _load_npz(a.data)
+    dec, rows = {}, []
+    for i, model_id in enumerate(hub.vl_models):
+        vm = VLModel(model_id)
+        for spec in hub.benchmarks:
+            stats = profile_stats(vm, _items(data, spec.name, "profile"))
+            d = decisions(vm, stats, _items(data, spec.name, "test"), dc.seed)
+            name = f"m{i}__{spec.name}"
+            dec[name] = d
+            acc = float((d["p_full"].argmax(1) == d["y"]).mean())
+            acc_nv = float((d["p_2"].argmax(1) == d["y"]).mean())
+            rows.append({"config": name, "mix": f"m{i}", "checkpoint": spec.name, "model": model_id,
+                         "benchmark": spec.name, "n": int(len(d["y"])), "acc": acc, "acc_no_vision": acc_nv,
+                         "delta_vision": acc - acc_nv,
+                         "acc_no_text": float((d["p_1"].argmax(1) == d["y"]).mean())})
+            print(f"decide: {model_id} {spec.name}: acc {acc:.3f}, no vision {acc_nv:.3f}", file=sys.stderr)
+        del vm
+    _save_npz(a.out, dec)
+    write_metrics(a.interventions, {"configs": rows}, full)
 
 
 def _train_cfg(a):
@@ -80,6 +143,9 @@ def _decide(a):
     from .run import decisions, load
 
     cli.set_threads(a.threads)
+    full = json.loads(a.config)
+    if "hub" in full:
+        return _decide_hub(a, full)
     cfg = _train_cfg(a)
     data = _load_npz(a.data)
     dec, rows = {}, []
@@ -105,6 +171,12 @@ def _pid(a):
     pc = from_json(PIDConfig, a.config, "pid")
     data, dec = _load_npz(a.data), _load_npz(a.decisions)
     t0 = time.perf_counter()
+    if any("f_1" in d for d in dec.values()):   # paper scale: hub models × benchmarks, BATCH on their features
+        from .run import pid_of_features
+
+        out = {name: pid_of_features(pc, d) for name, d in sorted(dec.items())}
+        write_metrics(a.out, {"pid": out}, json.loads(a.config), pc.seed, time.perf_counter() - t0)
+        return
     missing = sorted(set(pc.family_configs) - set(dec))
     if missing:
         raise InputError(f"pid: family_configs names unknown configuration '{missing[0]}'")
@@ -125,6 +197,8 @@ def _reweight(a):
     cfg = from_dict(TrainConfig, full.get("train"), "train")
     pc = from_dict(PIDConfig, full.get("pid"), "pid")
     rc = from_dict(ReweightConfig, full.get("reweight"), "reweight")
+    if "hub" in full:
+        return _reweight_hub(a, full, pc, rc)
     mix, _, ck = rc.base.rpartition("_")
     path = next((p for p in a.models if Path(p).stem == mix), None)
     if path is None:
@@ -159,10 +233,66 @@ def _reweight(a):
                           "n_shortcut": int((w_pid == rc.shortcut_weight).sum()), "base_syn_acc": base_syn_acc}, full)
 
 
+def _reweight_hub(a, full, pc, rc):
+    """Paper scale: per-sample PID scores of the LoRA base's decisions on the benchmarks' train
+    items, then LoRA fine-tuning with uniform / PID / random (a permutation of the PID) weights,
+    test accuracy per benchmark."""
+    import numpy as np
+
+    from .config import Data
+    from .hub import VLModel, accuracy, decisions, lora_finetune, profile_stats
+    from .run import scores_from, weights_from
+
+    hub, dc = _hub_cfg(full), from_dict(Data, full.get("data"), "data")
+    if not hub.lora_base:
+        raise InputError("reweight: hub.vl_models is set but hub.lora_base is not")
+    data = _load_npz(a.data)
+    items, sc, bench_of = [], {}, []
+    base = VLModel(hub.lora_base)
+    base_acc = {}
+    for spec in hub.benchmarks:
+        its = _items(data, spec.name, "train")
+        d = decisions(base, profile_stats(base, _items(data, spec.name, "profile")), its, dc.seed)
+        s = scores_from(pc, d["f_1"], d["f_2"], d["p_1"], d["p_2"], d["p_full"])
+        for k, v in s.items():
+            sc[k] = np.concatenate([sc.get(k, np.zeros(0)), v])
+        items += its
+        bench_of += [spec.name] * len(its)
+        base_acc[spec.name] = accuracy(base, _items(data, spec.name, "test"))
+    del base
+    if rc.n_ft < len(items):
+        keep = np.sort(np.random.default_rng(dc.seed).choice(len(items), size=rc.n_ft, replace=False))
+        items, bench_of = [items[i] for i in keep], [bench_of[i] for i in keep]
+        sc = {k: v[keep] for k, v in sc.items()}
+    w_pid = weights_from(sc, rc)
+    res = {"uniform": [], "pid": [], "random": []}
+    tests = {spec.name: _items(data, spec.name, "test") for spec in hub.benchmarks}
+    for seed in rc.seeds:
+        rng = np.random.default_rng(1000 + seed)
+        for kind, w in (("uniform", np.ones(len(w_pid))), ("pid", w_pid), ("random", rng.permutation(w_pid))):
+            vm = lora_finetune(hub.lora_base, items, w, rc, seed)
+            accs = {b: accuracy(vm, t) for b, t in tests.items()}
+            res[kind].append({"seed": seed, "syn_acc": float(np.mean(list(accs.values()))), "acc": accs})
+            print(f"reweight: seed {seed} {kind}: {accs}", file=sys.stderr)
+    gap_items = np.argsort(-sc["gap"])[: rc.top_k]
+    write_metrics(a.out, {"runs": res, "gap_family_counts": {b: int(sum(bench_of[i] == b for i in gap_items))
+                                                             for b in tests},
+                          "n_gap": int((w_pid == rc.gap_weight).sum()),
+                          "n_shortcut": int((w_pid == rc.shortcut_weight).sum()),
+                          "base_syn_acc": float(np.mean(list(base_acc.values()))), "base_acc": base_acc,
+                          "lora_base": hub.lora_base}, full)
+
+
 def _aggregate(a):
     from .analysis import AnalysisConfig, summarize
 
     cfg = from_json(AnalysisConfig, a.config, "analysis")
+    pid, inter = read_json(a.pid)["pid"], read_json(a.interventions)["configs"]
+    if any("benchmark" in r for r in inter):   # paper scale: (hub model × benchmark) configurations
+        from .analysis import summarize_hub
+
+        return summarize_hub(cfg, pid, inter, read_json(a.reweight), a.summary, a.table, a.fig_profiles,
+                             a.fig_synergy)
     summarize(cfg, read_json(a.pid)["pid"], read_json(a.interventions)["configs"], read_json(a.reweight),
               a.summary, a.table, a.fig_profiles, a.fig_synergy)
 
@@ -175,11 +305,11 @@ def build_parser():
     s.add_argument("--mix", required=True)
     s = step("decide", _decide, "model decisions under calibrated masking, vision-masking intervention",
              "data", "out", "interventions", threads=True)
-    s.add_argument("--models", nargs="+", required=True)
+    s.add_argument("--models", nargs="+", default=[])
     step("pid", _pid, "BATCH PID of every configuration's decisions", "data", "decisions", "out", threads=True)
     s = step("reweight", _reweight, "PID-guided reweighted fine-tuning vs uniform and random", "data", "out",
              threads=True)
-    s.add_argument("--models", nargs="+", required=True)
+    s.add_argument("--models", nargs="+", default=[])
     step("aggregate", _aggregate, "summary metrics, table and figures", "pid", "interventions", "reweight",
          "summary", "table", "fig_profiles", "fig_synergy")
     return p

@@ -99,3 +99,85 @@ def summarize(cfg: AnalysisConfig, pid: dict, inter: list, rew: dict, summary, t
         ax.set_title(f"Spearman ρ = {rho:.2f}" if rho is not None else "ρ not measured")
     save(fig, fig_s, "Synergy and text-unique information of each (mixture × checkpoint) model's decisions on the "
          "pooled test set against its accuracy drop when vision is masked (claim C2).")
+
+
+def summarize_hub(cfg: AnalysisConfig, pid: dict, inter: list, rew: dict, summary, table, fig_p, fig_s):
+    """Paper scale: the configurations are (hub model × benchmark). C2 as in the paper: per
+    benchmark, Spearman ρ across the models; the claim metric is the weakest benchmark's ρ (the
+    smallest ρ(S, Δ_vision), the largest ρ(U_txt, Δ_vision)), each benchmark needing
+    `min_configs` models. C1 (generated families) and C3 (omni) are not measured here."""
+    notes = {}
+    benches = list(dict.fromkeys(r["benchmark"] for r in inter))
+    per, rho_s, rho_u, rs, ru, rd = {}, [], [], [], [], []
+    for b in benches:
+        rows = [r for r in inter if r["benchmark"] == b]
+        s = [pid[r["config"]]["pooled"]["S"] for r in rows]
+        ut = [pid[r["config"]]["pooled"]["U_txt"] for r in rows]
+        dv = [r["delta_vision"] for r in rows]
+        ok = len(rows) >= cfg.min_configs
+        per[b] = {"n_models": len(rows), "rho_s_delta": _spearman(s, dv) if ok else None,
+                  "rho_utxt_delta": _spearman(ut, dv) if ok else None,
+                  "s_range": float(max(s) - min(s)), "utxt_range": float(max(ut) - min(ut)),
+                  "delta_range": float(max(dv) - min(dv))}
+        rho_s.append(per[b]["rho_s_delta"])
+        rho_u.append(per[b]["rho_utxt_delta"])
+        rs.append(per[b]["s_range"])
+        ru.append(per[b]["utxt_range"])
+        rd.append(per[b]["delta_range"])
+    measured = bool(benches) and all(v is not None for v in rho_s + rho_u)
+    notes["c2_rho_s_delta"] = "per benchmark ρ(S, Δ_vision) across models: " + ", ".join(
+        f"{b} {per[b]['rho_s_delta']}" for b in benches) + "; the metric is the smallest"
+    notes["c2_rho_utxt_delta"] = "per benchmark ρ(U_txt, Δ_vision): " + ", ".join(
+        f"{b} {per[b]['rho_utxt_delta']}" for b in benches) + "; the metric is the largest"
+    runs = rew["runs"]
+    mean = {k: statistics.fmean(r["syn_acc"] for r in v) for k, v in runs.items()}
+    sd = {k: (statistics.stdev([r["syn_acc"] for r in v]) if len(v) > 1 else 0.0) for k, v in runs.items()}
+    by_seed = {k: {r["seed"]: r["syn_acc"] for r in v} for k, v in runs.items()}
+    seeds = sorted(set(by_seed["pid"]) & set(by_seed["uniform"]))
+    diffs = [by_seed["pid"][s_] - by_seed["uniform"][s_] for s_ in seeds]
+    intervals = {"c4_syn_acc_gain": t_interval(diffs)} if len(diffs) >= 2 else {}
+    notes["c4_syn_acc_gain"] = (f"LoRA on {rew.get('lora_base')}: mean test accuracy over the benchmarks, mean±sd over seeds: "
+                                + ", ".join(f"{k} {mean[k]:.3f}±{sd[k]:.3f}" for k in mean)
+                                + f"; top-K gap items per benchmark {rew['gap_family_counts']}")
+    metrics = {"c1_families_largest_atom": None, "c1_syn_s_frac": None, "c1_syn_info": None,
+               "c2_rho_s_delta": min(rho_s) if measured else None,
+               "c2_rho_utxt_delta": max(rho_u) if measured else None,
+               "c2_n_configs": len(inter), "c2_s_range": min(rs) if rs else None,
+               "c2_utxt_range": min(ru) if ru else None, "c2_delta_range": min(rd) if rd else None,
+               "c2_per_benchmark": per, "c3_uvis_minus_sav": None, "c3_sensory_info": None,
+               "c4_syn_acc_gain": mean["pid"] - mean["uniform"], "c4_uniform_syn_acc": mean["uniform"],
+               "c4_base_syn_acc": rew.get("base_syn_acc"), "c4_gap_syn_items": rew.get("n_gap"),
+               "c4_n_seeds": len(diffs), "intervals": intervals,
+               "c2_points": [{"config": r["config"], "model": r["model"], "benchmark": r["benchmark"],
+                              **{k: pid[r["config"]]["pooled"][k] for k in (*ATOMS, "I")},
+                              "delta_vision": r["delta_vision"]} for r in inter],
+               "reweight_syn_acc": {"mean": mean, "sd": sd}, "notes": notes}
+    write_metrics(summary, metrics, {"profile_config": cfg.profile_config, "min_configs": cfg.min_configs})
+    lines = ["# Decision-level PID of hub MLLMs (bits)", "",
+             "| config | model | benchmark | acc | Δ_vision | R | U_vis | U_txt | S | I |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in inter:
+        p = pid[r["config"]]["pooled"]
+        lines.append(f"| {r['config']} | {r['model']} | {r['benchmark']} | {r['acc']:.3f} | {r['delta_vision']:.3f} | "
+                     + " | ".join(f"{p[k]:.3f}" for k in (*ATOMS, "I")) + " |")
+    write_text(table, "\n".join(lines) + "\n")
+    prof = {r["benchmark"]: pid[r["config"]]["pooled"] for r in inter if r["mix"] == cfg.profile_config}
+    fig, ax = figure(1, 1)
+    x = np.arange(len(prof))
+    for j, k in enumerate(ATOMS):
+        ax.bar(x + (j - 1.5) * 0.2, [prof[b][k] for b in prof], 0.2, label=k)
+    ax.set_xticks(x, list(prof))
+    ax.set_ylabel("bits")
+    ax.legend(ncols=4)
+    ax.set_title(f"Decision-level PID per benchmark ({cfg.profile_config})")
+    save(fig, fig_p, f"PID profile of model {cfg.profile_config}'s decisions per benchmark (BATCH, bits).")
+    fig, axs = figure(1, 2, figsize=(8, 3.4))
+    for ax, key, lab in ((axs[0], "S", "synergy S (bits)"), (axs[1], "U_txt", "text-unique U_txt (bits)")):
+        for b in benches:
+            rows = [r for r in inter if r["benchmark"] == b]
+            ax.scatter([pid[r["config"]]["pooled"][key] for r in rows], [r["delta_vision"] for r in rows], label=b)
+        ax.set_xlabel(lab)
+        ax.set_ylabel("Δ_vision (accuracy drop)")
+        ax.legend(fontsize=6)
+    save(fig, fig_s, "Synergy and text-unique information of each hub model's decisions per benchmark against its "
+         "accuracy drop when the image is masked (claim C2).")

@@ -83,13 +83,22 @@ class AnalysisConfig:
 
 
 @dataclass
+class Benchmark:
+    """A hub benchmark (paper scale): the lmms-eval task name selects the prompt format
+    (methods/pid/hub.py FORMATS); the items come from the hub dataset through `datasets`."""
+    name: Annotated[str, Check(pattern=r"^[a-z0-9_]+$")]
+    dataset: str                     # hub dataset id
+    subset: str | None               # dataset config (None: the default one)
+    split: str
+
+
+@dataclass
 class Hub:
-    """Paper scale, real MLLMs and lmms-eval benchmarks; empty below paper scale."""
+    """Paper scale: hub MLLMs (AutoModelForImageTextToText) and benchmarks; empty below paper
+    scale. The audio-visual (omni) part is not run at paper scale (methods/pid/README.md)."""
     vl_models: list[str]
-    omni_models: list[str]
-    benchmarks: list[str]
-    omni_benchmarks: list[str]
-    lora_base: str | None
+    benchmarks: list[Benchmark]
+    lora_base: str | None            # the reweighting's LoRA base model
 
 
 @dataclass

@@ -168,6 +168,13 @@ def pid_of(pc: PIDConfig, dec: dict, test: dict, omni: bool, families: bool = Tr
     return out
 
 
+def pid_of_features(pc: PIDConfig, dec: dict) -> dict:
+    """Paper scale: the decision-level PID (bits) of one hub model on one benchmark's test items,
+    BATCH on the mean-pooled image features (f_1) and text-span embeddings (f_2)."""
+    r = batch_pid_avg(dec["f_1"], dec["f_2"], dec["p_1"], dec["p_2"], dec["p_full"], **_kw(pc))
+    return {"pooled": {"R": r["R"], "U_vis": r["U1"], "U_txt": r["U2"], "S": r["S"], "I": r["I"]}}
+
+
 def pid_scores(pc: PIDConfig, model, profile, items) -> dict:
     """Per-sample SR, SC, FP and GapScore (the paper's per-sample scores, via a
     third-party note, NV) from BATCH local atoms: one coupling trained over all the items'
@@ -177,6 +184,12 @@ def pid_scores(pc: PIDConfig, model, profile, items) -> dict:
     p1 = probs(model, items, {"txt": stats["txt"]}, 1)
     p2 = probs(model, items, {"img": stats["img"]}, 2)
     f1, f2 = onehot(items["img"], IMG_VOCAB), onehot(items["txt"], TXT_VOCAB)
+    return scores_from(pc, f1, f2, p1, p2, p12)
+
+
+def scores_from(pc: PIDConfig, f1, f2, p1, p2, p12) -> dict:
+    """SR, SC, FP and GapScore per item from its features and its three conditionals (p1 = p(y|x_v),
+    p2 = p(y|x_t), p12 = p(y|x_v, x_t)); the paper-scale reweighting calls it on a hub model's decisions."""
     r = batch_pid(f1, f2, p1, p2, p12, batch_size=pc.batch_size, epochs=pc.epochs, lr=pc.lr,
                   sinkhorn_iters=pc.sinkhorn_iters, sinkhorn_tol=pc.sinkhorn_tol, seed=pc.seed)
     loc = r["local"]          # every item, in order (no n_batches cap)

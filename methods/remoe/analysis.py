@@ -33,6 +33,8 @@ def variant_metrics(tr: dict, cfg: AnalysisConfig) -> dict:
     for p in cfg.policies:
         if p not in C.POLICIES:
             raise InputError(f"config key 'analysis.policies': {p!r} not in {C.POLICIES}")
+    if "lengths" in tr:  # paper scale: documents of their own lengths (−1 past the end)
+        return _ragged_metrics(topk, tr["lengths"].astype(np.int64), E, float(tr["ppl"]), cfg)
     ov = (topk[:, :, 1:, :, None] == topk[:, :, :-1, None, :]).any(-1).sum(-1)  # (N, L, S−1)
     eor_layer = ov.mean((0, 2)) / K
     counts = np.stack([np.bincount(topk[:, l].ravel(), minlength=E) for l in range(L)])
@@ -73,6 +75,82 @@ def variant_metrics(tr: dict, cfg: AnalysisConfig) -> dict:
             "bound_gap_at_c_eq_k": float(gap_ck), "k": K, "n_experts": E}
 
 
+def _ragged_metrics(topk: np.ndarray, lengths: np.ndarray, E: int, ppl: float, cfg: AnalysisConfig) -> dict:
+    """variant_metrics of documents of different lengths (paper scale, one held-out conversation
+    per document, no domain labels): every statistic over each document's own tokens."""
+    N, L, S, K = topk.shape
+    if (lengths < 2).any() or (lengths > S).any():
+        raise InputError(f"trace lengths must lie in [2, {S}]")
+    ov_sum, n_pairs = np.zeros(L), 0
+    counts = np.zeros((L, E), dtype=np.int64)
+    distinct = []
+    for n in range(N):
+        t = topk[n, :, :lengths[n]]  # (L, len, K)
+        ov = (t[:, 1:, :, None] == t[:, :-1, None, :]).any(-1).sum(-1)  # (L, len − 1)
+        ov_sum += ov.sum(1)
+        n_pairs += ov.shape[1]
+        for l in range(L):
+            counts[l] += np.bincount(t[l].ravel(), minlength=E)
+        distinct.append([len(np.unique(t[l])) for l in range(L)])
+    eor_layer = ov_sum / (n_pairs * K)
+    load = counts / counts.sum(1, keepdims=True)
+    ent = -(load * np.log(np.clip(load, 1e-12, None))).sum(1) / np.log(E)
+    cv = load.std(1) / load.mean(1)
+    sim, viol, gap_ck = {}, 0, 0.0
+    n_sim = min(cfg.n_sim_docs, N)
+    for pol in cfg.policies:
+        for cap in cfg.capacities:
+            f = []
+            for n in range(n_sim):
+                for l in range(L):
+                    tr = topk[n, l, :lengths[n]]
+                    m = C.simulate(tr, cap, pol, cfg.backend)
+                    steady = m[1:].mean()
+                    f.append(steady)
+                    if pol == "lru":
+                        b = C.bound(tr)
+                        viol += int(steady > b + 1e-9)
+                        if cap == K:
+                            gap_ck = max(gap_ck, abs(b - steady))
+            sim[f"{pol}@{cap}"] = float(np.mean(f))
+    return {"eor": float(eor_layer.mean()), "eor_per_layer": eor_layer.tolist(),
+            "eor_within_domain": float("nan"), "eor_at_switch": float("nan"),
+            "bound_k_1_minus_eor": K * (1 - float(eor_layer.mean())),
+            "entropy_norm": float(ent.mean()), "load_cv": float(cv.mean()),
+            "distinct_per_doc": float(np.mean(distinct)), "ppl": ppl,
+            "fetch_per_token": sim, "bound_violations": viol, "bound_traces": n_sim * L,
+            "bound_gap_at_c_eq_k": float(gap_ck), "k": K, "n_experts": E}
+
+
+def eor_model_metrics(traces: dict, cfg: AnalysisConfig) -> dict:
+    """The second MoE (paper: Qwen1.5-MoE-A2.7B, EOR only): its base and ReMoE fine-tunes'
+    metrics and EOR(ReMoE)/EOR(base), mean over seeds."""
+    if cfg.base not in traces:
+        raise InputError(f"eor model traces: no trace named {cfg.base!r}")
+    per = {n: variant_metrics(tr, cfg) for n, tr in traces.items()}
+    b = per[cfg.base]["eor"]
+    ratios = [per[n]["eor"] / b for n in sorted(per) if split_name(n)[0] == cfg.remoe and split_name(n)[1] is not None]
+    if not ratios:
+        raise InputError(f"eor model traces: no fine-tuned trace of {cfg.remoe!r}")
+    return {"eor_ratio": float(np.mean(ratios)), "eor_ratio_per_seed": ratios, "variants": per}
+
+
+def quality_metrics(lm: dict, cfg: AnalysisConfig) -> dict:
+    """lm-eval headline scores per checkpoint (paper: GSM8K strict EM, MMLU acc, IFEval loose,
+    HumanEval pass@1) and ReMoE − base per task, mean over seeds."""
+    if cfg.base not in lm:
+        raise InputError(f"lm-eval results: no checkpoint named {cfg.base!r}")
+    scores = {n: {t: s["value"] for t, s in r["scores"].items()} for n, r in lm.items()}
+    base = scores[cfg.base]
+    delta = {}
+    for t in base:
+        vals = [scores[n][t] - base[t] for n in sorted(scores) if split_name(n)[0] == cfg.remoe
+                and split_name(n)[1] is not None]
+        delta[t] = float(np.mean(vals)) if vals else None
+    metric = {t: s["metric"] for t, s in lm[cfg.base]["scores"].items()}
+    return {"scores": scores, "metric": metric, "remoe_minus_base": delta}
+
+
 def split_name(name: str) -> tuple[str, int | None]:
     """Trace name → (variant, seed): "remoe_s2" → ("remoe", 2); the base, "base" → ("base", None)."""
     m = re.fullmatch(r"(.+)_s(\d+)", name)
@@ -84,6 +162,9 @@ def routing_changed(tr: dict, base: dict) -> float:
     a, b = np.sort(tr["topk"], -1), np.sort(base["topk"], -1)
     if a.shape != b.shape:
         raise InputError(f"traces of different shapes {a.shape} vs {b.shape}: not the same documents")
+    if "lengths" in tr:  # paper scale: over each document's own tokens
+        valid = np.arange(a.shape[2])[None, None, :] < tr["lengths"][:, None, None]
+        return float((a != b).any(-1)[np.broadcast_to(valid, a.shape[:3])].mean())
     return float((a != b).any(-1).mean())
 
 

@@ -94,8 +94,12 @@ class AnalysisConfig:
 
 @dataclass
 class HubConfig:
-    """Paper scale: the released MoE, its data and serving (named, not run here)."""
-    model_id: str | None
+    """Paper scale (`pretrain.hub_id` names the released MoE whose gates are fine-tuned): the
+    second MoE whose EOR is measured (`eor_model_id`), the fine-tuning data (`train_dataset`:
+    the first `n_train` rows train, the next `n_eval` rows are held out), the token budget per
+    conversation (`seq_len`), micro-batches per update (`grad_accum`: `finetune.train.batch_size`
+    sequences per update in `grad_accum` micro-batches) and the lm-eval tasks of the quality
+    check. Serving (vLLM CPU offload, llama.cpp GGUF) is not run here (README)."""
     eor_model_id: str | None
     train_dataset: str | None
     n_train: NonNegInt
@@ -103,9 +107,6 @@ class HubConfig:
     seq_len: NonNegInt
     grad_accum: NonNegInt
     lm_eval_tasks: list[str]
-    serving_dataset: str | None
-    vllm_cpu_offload_gb: NonNeg
-    gguf_quant: str | None
 
 
 @dataclass

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from methods.core.results import InputError, atomic_path
 from methods.core.train import train
-from methods.remoe.config import FinetuneSection, PretrainConfig, TraceConfig, Variant
+from methods.remoe.config import FinetuneSection, HubConfig, PretrainConfig, TraceConfig, Variant
 
 from . import data as D, losses as Lo, model as M
 
@@ -19,9 +19,16 @@ from . import data as D, losses as Lo, model as M
 @dataclass
 class FinetuneConfig(FinetuneSection):
     """The `finetune` section plus the variant's loss switches and the seed (batch order; the
-    workflow merges both in)."""
+    workflow merges both in), and at paper scale the `hub` section (data, grad_accum)."""
     variant: Variant
     seed: int
+    hub: HubConfig | None = None
+
+
+@dataclass
+class TraceStep(TraceConfig):
+    """The `trace` section, and at paper scale the `hub` section (seq_len)."""
+    hub: HubConfig | None = None
 
 
 def _batch_fn(ids: np.ndarray, batch_size: int, seed: int):
@@ -39,11 +46,36 @@ def _ce(logits, labels):
     return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
 
 
+def _layer_terms(logp, idx, ref_logp, v: Variant, cfg: FinetuneConfig, w: dict) -> dict:
+    """One MoE layer's locality terms (if on) and trust term (if λ_KL > 0); the per-layer losses
+    are averaged over layers by `_combine` [I]."""
+    parts = {}
+    if v.locality:
+        parts = Lo.locality(logp, idx, w, cfg.lags, cfg.window, cfg.sym_half)
+    if v.lambda_kl > 0:
+        parts["trust"] = Lo.trust(logp, ref_logp)
+    return parts
+
+
+def _combine(loss, layers: list[dict], v: Variant, alpha: float, stats: dict):
+    """L = L_CE + α_t · mean_layers L_Loc + λ_KL · mean_layers L_Trust; the terms into `stats`."""
+    if v.locality:
+        loss = loss + alpha * torch.stack([p["loc"] for p in layers]).mean()
+    if v.lambda_kl > 0:
+        loss = loss + v.lambda_kl * torch.stack([p["trust"] for p in layers]).mean()
+    stats.update({k: float(torch.stack([p[k].detach() for p in layers]).mean()) for k in layers[0]})
+    return loss
+
+
 def pretrain(cfg: PretrainConfig, data_path: str, out: str, log: str) -> dict:
-    if cfg.hub_id is not None:
-        raise InputError(f"config key 'pretrain.hub_id' = {cfg.hub_id!r}: the paper-scale path (load the "
-                         "released MoE, fine-tune its gates on the hub data) is not implemented; see "
-                         "methods/remoe/README.md")
+    if cfg.hub_id is not None:  # paper scale: the released MoE's routers are the base
+        from methods.core.results import write_jsonl
+
+        from . import hub
+
+        res = hub.pretrain(cfg.hub_id, out)
+        write_jsonl(log, [{"step": 0, **res}])  # nothing trained: the record of what was loaded
+        return res
     d = D.load(data_path)
     vocab = len(str(d["vocab"]))
     model = M.build(cfg.model, cfg.moe, vocab, cfg.seed)
@@ -61,6 +93,10 @@ def pretrain(cfg: PretrainConfig, data_path: str, out: str, log: str) -> dict:
 
 
 def finetune(cfg: FinetuneConfig, base: str, data_path: str, out: str, log: str) -> dict:
+    if cfg.hub is not None:  # paper scale: the hub MoE's routers, on the hub conversations
+        from . import hub
+
+        return hub.finetune(cfg, base, data_path, out, log)
     d = D.load(data_path)
     model, mcfg, moe, obj = M.load(base)
     model.train()
@@ -84,18 +120,9 @@ def finetune(cfg: FinetuneConfig, base: str, data_path: str, out: str, log: str)
         for f in M.ffns(model):
             logp = F.log_softmax(f.last.router_logits.float(), -1).reshape(B, S, -1)
             idx = f.last.topk_idx.reshape(B, S, K)
-            parts = {}
-            if v.locality:
-                parts = Lo.locality(logp, idx, w, cfg.lags, cfg.window, cfg.sym_half)
-            if v.lambda_kl > 0:
-                parts["trust"] = Lo.trust(logp, f.ref_logp.reshape(B, S, -1))
-            layers.append(parts)
-        if v.locality:  # per-layer losses averaged over layers [I]
-            loss = loss + alpha * torch.stack([p["loc"] for p in layers]).mean()
-        if v.lambda_kl > 0:
-            loss = loss + v.lambda_kl * torch.stack([p["trust"] for p in layers]).mean()
-        stats.update({k: float(torch.stack([p[k].detach() for p in layers]).mean()) for k in layers[0]})
-        return loss
+            ref = f.ref_logp.reshape(B, S, -1) if v.lambda_kl > 0 else None
+            layers.append(_layer_terms(logp, idx, ref, v, cfg, w))
+        return _combine(loss, layers, v, alpha, stats)
 
     rows = train(model, _batch_fn(d["train_ids"], cfg.train.batch_size, cfg.seed + 1), cfg.train,
                  loss_fn=loss_fn, log_path=log, desc=f"finetune {v.name}")
@@ -106,9 +133,13 @@ def finetune(cfg: FinetuneConfig, base: str, data_path: str, out: str, log: str)
     return {"final_loss": rows[-1]["loss"], "last_terms": stats, "changed": changed}
 
 
-def trace(cfg: TraceConfig, ckpts: list[str], data_path: str, out_dir: str) -> dict:
+def trace(cfg: TraceStep, ckpts: list[str], data_path: str, out_dir: str) -> dict:
     """Per checkpoint: top-K sets (n_docs, L, S, K), expert load counts, held-out loss; written
     to <variant>.npz (the base) or <variant>_s<seed>.npz (a fine-tune)."""
+    if getattr(cfg, "hub", None) is not None:  # paper scale: gate files of a hub MoE
+        from . import hub
+
+        return hub.trace(cfg, ckpts, data_path, out_dir)
     d = D.load(data_path)
     ids = torch.from_numpy(d["eval_ids"][:cfg.n_docs].astype(np.int64))
     if ids.shape[0] < cfg.n_docs:

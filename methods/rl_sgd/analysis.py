@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Annotated
 
-from methods.core.config import PosInt
+from methods.core.config import Check, PosInt
 from methods.core.results import InputError, write_metrics, write_text
 
 from .config import Ablation, AnalysisConfig as AnalysisSection, Grid
@@ -13,8 +14,9 @@ from .config import Ablation, AnalysisConfig as AnalysisSection, Grid
 @dataclass
 class AnalysisConfig(AnalysisSection):
     """The `analysis` section plus the run design (widths, lr grid, ablations; the workflow
-    merges them in)."""
-    widths: list[PosInt]
+    merges them in). `widths`: the tiny widths (sorted here), or on the hub path the base keys
+    m<i> of hub.models, narrowest first as the config lists them (the last is the main model)."""
+    widths: list[PosInt] | list[Annotated[str, Check(pattern=r"^m\d+$")]]
     grid: Grid
     ablation: Ablation
 
@@ -56,7 +58,20 @@ def matched_ratio(sgd, adamw, tol):
     return (max(ratios) if ratios else None), detail
 
 
-def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summary, fig_acc, fig_width):
+def _lm_eval_columns(rows: list[dict], lm_eval: dict | None) -> None:
+    """Hub path: each run's lm-eval metrics as `lm_eval:<task>:<metric>` columns (stderr and
+    sample counts left out)."""
+    for row in rows if lm_eval is not None else []:
+        for task, metrics in (lm_eval.get(row["run"]) or {}).get("tasks", {}).items():
+            for k, v in metrics.items():
+                if k != "sample_len" and "stderr" not in k:
+                    row[f"lm_eval:{task}:{k}"] = v
+
+
+def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summary, fig_acc, fig_width,
+              lm_eval: dict | None = None):
+    """`lm_eval` (hub path): {run or base dir name: {"hub_id", "tasks": {task: metrics}}}, reported
+    in the summary and as a table column per task and metric; no claim reads it."""
     import pandas as pd
 
     rows = []
@@ -67,8 +82,9 @@ def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summ
                      "bf16_changed": r["bf16_changed"], "fp32_changed": r["fp32_changed"],
                      "hidden_bf16_changed": r["hidden_bf16_changed"], "eff_rank_frac": r["mean_eff_rank_frac"],
                      "rank99_frac": r["mean_rank99_frac"], "state_bytes": s["state_bytes"], "wall_s": s["wall_s"]})
+    _lm_eval_columns(rows, lm_eval)
     df = pd.DataFrame(rows).sort_values(["width", "optimizer", "lr", "seed"])
-    widths = sorted(cfg.widths)
+    widths = list(cfg.widths) if isinstance(cfg.widths[0], str) else sorted(cfg.widths)
     large, small = widths[-1], widths[0]
     notes, m = {}, {}
     curves = {(w, o): _curve(df, w, o) for w in widths for o in ("adamw", "sgd")}
@@ -205,6 +221,8 @@ def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summ
     else:
         m["r5_rl_minus_sft_drop"] = None
         notes["r5_rl_minus_sft_drop"] = "no ablation runs at this scale"
+    if lm_eval is not None:
+        m["lm_eval"] = lm_eval
     m["x1_trl_update_rel_diff"] = trl.get("update_rel_diff")
     m["x1_trl_match"] = trl.get("match")
     m["sft_contrast"] = sft
@@ -239,16 +257,25 @@ def _figures(df, curves, widths, ratios, fig_acc, fig_width):
          "(Adam without momentum / adaptivity, SGD with momentum); dotted lines are the bases' accuracy. "
          "SGD reaching AdamW's accuracy at a smaller changed share is the paper's sparsity claim.")
     fig, axs = figure(1, 2)
+    hub = isinstance(widths[0], str)  # hub bases m<i>: one x position each, in config order
+    xs = {w: (i if hub else w) for i, w in enumerate(widths)}
     ws = [w for w in widths if ratios[w] is not None]
-    axs[0].plot(ws, [ratios[w] for w in ws], "o-")
-    axs[0].set_xscale("log", base=2)
-    axs[0].set_xlabel("width d")
+    axs[0].plot([xs[w] for w in ws], [ratios[w] for w in ws], "o-")
+    if hub:
+        axs[0].set_xticks(range(len(widths)), widths)
+    else:
+        axs[0].set_xscale("log", base=2)
+    axs[0].set_xlabel("base model (hub.models index)" if hub else "width d")
     axs[0].set_ylabel("changed fraction SGD / AdamW\n(matched accuracy)")
     for o in ("adamw", "sgd"):
-        axs[1].plot(widths, [curves[(w, o)].loc[curves[(w, o)].acc.idxmax()].bf16_changed for w in widths],
+        axs[1].plot([xs[w] for w in widths],
+                    [curves[(w, o)].loc[curves[(w, o)].acc.idxmax()].bf16_changed for w in widths],
                     "o-", label=f"{o} (best lr)")
-    axs[1].set_xscale("log", base=2)
-    axs[1].set_xlabel("width d")
+    if hub:
+        axs[1].set_xticks(range(len(widths)), widths)
+    else:
+        axs[1].set_xscale("log", base=2)
+    axs[1].set_xlabel("base model (hub.models index)" if hub else "width d")
     axs[1].set_ylabel("bf16 changed fraction")
     axs[1].legend()
     save(fig, fig_width, "Width trend. Left: SGD's bf16 changed fraction over AdamW's at matched accuracy; "

@@ -1,7 +1,12 @@
 """The `rl_sgd` section of a scale file (config/scales/<scale>.yaml), declared once: SGD vs AdamW
-in reinforcement learning with verifiable rewards (arXiv 2602.07729) — a warm-started tiny LM per
-width, GRPO under each optimizer and learning rate, the sparsity of the updates (after arXiv
-2505.11711), an SFT contrast and a trl cross-check.
+in reinforcement learning with verifiable rewards (arXiv 2602.07729) — a base LM per width (tiny:
+warm-started on addition) or per hub model (paper: `hub.models`), GRPO under each optimizer and
+learning rate, the sparsity of the updates (after arXiv 2505.11711), an SFT contrast and a trl
+cross-check.
+
+Two paths, one per kind of base: the tiny path (`widths`, `prompts`, `warmstart`; `hub.models`
+empty) and the hub path (`hub.models`, `hub.rl_dataset`, `data`, `eval`; no `widths`, `prompts`
+or `warmstart`, which describe the tiny addition task and its warm-started LMs).
 
 Loaded by file path at workflow parse time (`methods.core.config.section_class`), so it imports
 only the standard library and the torch-free parts of methods.core.
@@ -83,6 +88,9 @@ class GRPOConfig:
     weight_decay: NonNeg
     momentum: Annotated[float, Check(minimum=0, exclusive_maximum=1)]   # SGD + momentum ablation
     log_every: PosInt
+    # hub path: sequences per forward/backward pass (gradient accumulation over the batch, the
+    # loss weighted so the update equals the whole-batch one); null = the whole batch at once
+    micro_batch: PosInt | None = None
 
 
 @dataclass
@@ -130,8 +138,12 @@ class AnalysisConfig:
 
 @dataclass
 class Hub:
-    """Paper-scale pointers: the RL framework, models, datasets and lm-eval tasks."""
-    framework: str | None
+    """Paper-scale pointers: the base models (GRPO runs from each; the first and the last are the
+    narrowest and widest of the width comparison, the last is the main model of every seed, the
+    ablations and the SFT contrast), the RL dataset (fields `problem`, `answer`, `solution`), the
+    held-out datasets (`problem` and `answer`, or a `solution` with a \\boxed answer; the accuracy
+    of the claims) and the lm-eval tasks every base and run is also scored on (reported). Empty on
+    the tiny path."""
     models: list[str]
     rl_dataset: str | None
     eval_datasets: list[str]
@@ -139,21 +151,62 @@ class Hub:
 
 
 @dataclass
+class DataConfig:
+    """Hub path: problems drawn from `hub.rl_dataset` (RL prompts and the SFT contrast's worked
+    solutions) and from each `hub.eval_datasets` entry (held-out accuracy); null = all rows."""
+    n_train: PosInt | None
+    n_eval: PosInt | None
+    seed: int
+
+
+@dataclass
+class EvalConfig:
+    """Hub path: greedy decoding of the held-out problems (at most `max_new` tokens, `batch_size`
+    prompts at a time) and the lm-eval tasks (`lm_eval_limit` items per task; null = all)."""
+    max_new: PosInt
+    batch_size: PosInt
+    lm_eval_batch_size: PosInt
+    lm_eval_limit: PosInt | None
+
+
+@dataclass
 class Config:
-    widths: Annotated[list[PosInt], Check(min_items=2, unique_items=True)]
     seeds: Annotated[list[NonNegInt], Check(min_items=1, unique_items=True)]
     grid: Grid
     ablation: Ablation
-    prompts: PromptsConfig
-    warmstart: WarmstartConfig
     grpo: GRPOConfig
     sparsity: SparsityConfig
     sft: SFTConfig
     trl_check: TrlCheckConfig
     analysis: AnalysisConfig
     hub: Hub
+    # the tiny path (addition task, warm-started tiny LMs)
+    widths: Annotated[list[PosInt], Check(min_items=2, unique_items=True)] | None = None
+    prompts: PromptsConfig | None = None
+    warmstart: WarmstartConfig | None = None
+    # the hub path
+    data: DataConfig | None = None
+    eval: EvalConfig | None = None
 
     def __post_init__(self):
+        tiny = {k: getattr(self, k) is not None for k in ("widths", "prompts", "warmstart")}
+        hub = {k: getattr(self, k) is not None for k in ("data", "eval")}
+        if self.hub.models:
+            if any(tiny.values()):
+                raise InputError(f"config keys {[k for k, v in tiny.items() if v]} describe the tiny path; with "
+                                 "'hub.models' set the bases are the hub models (remove them)")
+            missing = [k for k, v in hub.items() if not v] + ([] if self.hub.rl_dataset else ["hub.rl_dataset"])
+            if not self.hub.eval_datasets:
+                missing.append("hub.eval_datasets")
+            if missing:
+                raise InputError(f"config key(s) {missing} needed with 'hub.models' set")
+            return
+        if not all(tiny.values()):
+            raise InputError(f"config key(s) {[k for k, v in tiny.items() if not v]} needed when 'hub.models' "
+                             "is empty (the tiny path)")
+        if any(hub.values()):
+            raise InputError(f"config keys {[k for k, v in hub.items() if v]} belong to the hub path "
+                             "('hub.models' is empty)")
         if len(self.warmstart.steps) != len(self.widths):
             raise InputError(f"config key 'warmstart.steps' needs one entry per width ({len(self.widths)}: "
                              f"{self.widths}), got {self.warmstart.steps}")

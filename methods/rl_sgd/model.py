@@ -112,6 +112,12 @@ def state_dict_of(path: str | Path) -> dict:
     from safetensors.torch import load_file
 
     f = Path(path) / "model.safetensors"
+    shards = sorted(Path(path).glob("model-*-of-*.safetensors"))
+    if not f.is_file() and shards:  # a sharded `save_pretrained` directory (hub path)
+        out = {}
+        for s in shards:
+            out.update(load_file(str(s)))
+        return out
     if not f.is_file():
         raise InputError(f"missing weights: {f}")
     return load_file(str(f))

@@ -34,7 +34,10 @@ def _sft(a):
 
     cli.set_threads(a.threads)
     info = train_sft(from_json(PredictorConfig, a.config, "predictor"), a.outcomes, a.variant, a.out)
-    print(f"sft {a.variant}: params {info['n_params']}, examples {info['n_examples']}", file=sys.stderr)
+    if info.get("hub"):
+        print(f"sft {a.variant}: the hub predictor {info['hub']} (k = {info['k']}), not trained", file=sys.stderr)
+    else:
+        print(f"sft {a.variant}: params {info['n_params']}, examples {info['n_examples']}", file=sys.stderr)
 
 
 def _grpo(a):
@@ -43,7 +46,10 @@ def _grpo(a):
 
     cli.set_threads(a.threads)
     info = train_grpo(from_json(PredictorConfig, a.config, "predictor"), a.outcomes, a.sft, a.out)
-    print(f"grpo: reward {info['log'][0]['reward']:.3f} -> {info['log'][-1]['reward']:.3f}", file=sys.stderr)
+    if info.get("hub"):
+        print(f"grpo: the hub predictor {info['hub']} (already SFT + GRPO), not trained", file=sys.stderr)
+    else:
+        print(f"grpo: reward {info['log'][0]['reward']:.3f} -> {info['log'][-1]['reward']:.3f}", file=sys.stderr)
 
 
 def _route(a):

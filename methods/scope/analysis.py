@@ -10,7 +10,7 @@ from methods.core.stats import LEVEL, interval_record, paired_bootstrap_diff
 
 from . import core
 from .config import RouteConfig
-from .run import examples, predict
+from .run import examples, predict, predict_hub, predictor_info
 
 
 def _arrays(oc: dict, split: str):
@@ -24,10 +24,21 @@ def _arrays(oc: dict, split: str):
 def prediction_table(oc: dict, dirs: dict[str, str], k_prompt: int) -> dict:
     """variant → (pred_correct P(yes) (Q, M), pred_len (Q, M), parse rate)."""
     order = oc["order"]
-    out = {}
+    out, done = {}, {}
     for variant, d in dirs.items():
-        ex = examples(oc, "test", 0 if variant == "noanchor" else k_prompt, order)
-        pr = predict(d, ex)
+        k = 0 if variant == "noanchor" else k_prompt
+        info = predictor_info(d)
+        if info.get("hub"):
+            # the released predictor: one run per (model, k); its SFT and SFT+GRPO pointers are the
+            # same checkpoint, so they share predictions (GRPO moves none: C5b is a tie by construction)
+            ex = examples(oc, "test", k, order, cot=True)
+            run_key = (info["hub"], k)
+            if run_key not in done:
+                done[run_key] = predict_hub(info, ex)
+            pr = done[run_key]
+        else:
+            ex = examples(oc, "test", k, order)
+            pr = predict(d, ex)
         nq = len(ex) // len(order)
         out[variant] = {"p": np.array([p["pred_correct"] for p in pr]).reshape(nq, len(order)),
                         "len": np.array([p["pred_len"] for p in pr], dtype=float).reshape(nq, len(order)),
@@ -169,21 +180,36 @@ def analyze(cfg: RouteConfig, outcomes: str, dirs: dict[str, str], k_prompt: int
         return core.auc(P[v][idx][:, cols].ravel(), yb[idx][:, cols].ravel())
 
     allc = list(range(M))
+    # an AUC metric of a predictor that parsed no prediction at all (P(correct) = 0.5 throughout)
+    # measures nothing: declared inconclusive below, its bootstrap skipped
+    uses = {"c4_unseen_auc": ("rl",), "c4_gap": ("rl",), "c5_anchor_drop": ("sft", "noanchor"),
+            "c5_grpo_minus_sft": ("rl", "sft")}
+    unparsed = {k: [v for v in vs if preds[v]["parse_rate"] == 0.0] for k, vs in uses.items()}
+    unparsed = {k: vs for k, vs in unparsed.items() if vs}
+    auc_stats = {
+        "c4_unseen_auc": lambda i: auc_of("rl", [u], i),
+        "c4_gap": lambda i: abs(auc_of("rl", [u], i) - auc_of("rl", seen_idx, i)),
+        "c5_anchor_drop": lambda i: auc_of("sft", allc, i) - auc_of("noanchor", allc, i),
+        "c5_grpo_minus_sft": lambda i: auc_of("rl", allc, i) - auc_of("sft", allc, i),
+    }
     metrics["intervals"] = {
         "c1_margin_vs_best_single": paired_bootstrap_diff(y1, corr[:, best_i], seed=cfg.seed),
         "c1_margin_vs_knn": paired_bootstrap_diff(y1, yk, seed=cfg.seed),
         "c2_acc_margin_vs_cheapest": paired_bootstrap_diff(y0, corr[:, cheap_i], seed=cfg.seed),
-        "c4_unseen_auc": bootstrap_queries(lambda i: auc_of("rl", [u], i), nq, cfg.seed),
-        "c4_gap": bootstrap_queries(lambda i: abs(auc_of("rl", [u], i) - auc_of("rl", seen_idx, i)), nq, cfg.seed),
-        "c5_anchor_drop": bootstrap_queries(lambda i: auc_of("sft", allc, i) - auc_of("noanchor", allc, i), nq, cfg.seed),
-        "c5_grpo_minus_sft": bootstrap_queries(lambda i: auc_of("rl", allc, i) - auc_of("sft", allc, i), nq, cfg.seed),
+        **{k: bootstrap_queries(f, nq, cfg.seed) for k, f in auc_stats.items() if k not in unparsed},
     }
     metrics["intervals"] = {k: v for k, v in metrics["intervals"].items() if v is not None}
-    metrics["inconclusive"] = {}
+    metrics["inconclusive"] = {k: f"the {' and '.join(vs)} predictor parsed no prediction on the test queries "
+                                  "(P(correct) = 0.5 throughout)" for k, vs in unparsed.items()}
     if a0_cheap_share == 1.0:
         why = (f"α = 0 routes every test query to the cheapest model ({cheapest}): its cost and accuracy "
                "are that model's by construction, not a routing result")
         metrics["inconclusive"].update({"c2_alpha0_cost_ratio": why, "c2_acc_margin_vs_cheapest": why})
+    rl_hub = predictor_info(dirs["rl"]).get("hub")
+    if rl_hub:
+        why = (f"the released predictor {rl_hub} was trained on the outcome dataset's models, {unseen} among them: "
+               "it is not unseen by this predictor")
+        metrics["inconclusive"].update({k: why for k in ("c4_unseen_auc", "c4_gap") if k not in metrics["inconclusive"]})
     if not metrics["inconclusive"]:
         del metrics["inconclusive"]
     notes = {

@@ -138,3 +138,99 @@ def pareto_auc(curve: list[tuple[float, float]], c_max: float) -> float:
 
 def finite(x):
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+# ---- paper scale: the released predictor's prompt and parser, the dataset's model names -----
+# The format the released predictor (Cooolder/SCOPE-CoT-RL-v3) was trained on, as its official
+# inference script builds it (github.com/Sullivan07043/SCOPE, scripts/scope_inference.py,
+# `build_scope_prompt`); anchors appear as the retrieval records carry them (first 200 chars + "...").
+COT_HEAD = ("### Task\nYou are a performance prediction expert. Given a target question, {k} anchor questions with "
+            "their performance results, and a target AI model, predict how the model will perform on the target "
+            "question, specifically the output length and correctness after related reasoning analysis.\n\n"
+            "### Target Model\n{model}\n\n")
+COT_EXAMPLE = "Example {i}:\nQuestion: {q}\nPerformance: {perf}\n\n"
+COT_TAIL = ("### Target Question\n{q}\n\n### Prediction Requirements\n"
+            "1. **Analyze Anchor Patterns**: Examine how the model performed on similar questions\n"
+            "2. **Assess Question Difficulty**: Consider the complexity and type of the target question\n"
+            "3. **Compare with Anchors**: Find patterns between anchor performance and target characteristics\n"
+            "4. **Predict Performance**: Based on your analysis, predict output length and correctness\n\n"
+            "### Output Format (STRICT)\n"
+            "Analysis: [Your comprehensive analysis covering anchor patterns, target question characteristics, "
+            "and reasoning. Keep under 800 words.]\n"
+            "Predicted Performance: {{len: [integer], correct: [yes/no]}}\n\n"
+            "### Important Notes\n- Provide thorough analysis based on anchor patterns\n"
+            "- Use anchor performance as reference points\n- Consider target question characteristics carefully\n"
+            "- Do NOT add extra symbols like ** or __ around \"Analysis:\" or \"Predicted Performance:\"\n"
+            "- Keep the format exactly as shown above\n\n### Output:")
+ANCHOR_CHARS = 200
+
+
+def anchor_text(question: str) -> str:
+    """An anchor question as the official retrieval records carry it into the prompt."""
+    return question[:ANCHOR_CHARS] + "..." if len(question) > ANCHOR_CHARS else question
+
+
+def build_cot_prompt(model_id: str, question: str, anchors: list[tuple[str, int, bool]]) -> str:
+    """The released predictor's prompt: task, target model id (the OpenRouter id), one example per
+    anchor (the model's recorded token count and correctness on it), the target question, the
+    reasoning checklist and the strict output format. With no anchors it says "0 anchor questions"."""
+    ex = "".join(COT_EXAMPLE.format(i=i, q=anchor_text(q), perf=performance(n, c))
+                 for i, (q, n, c) in enumerate(anchors, 1))
+    return COT_HEAD.format(k=len(anchors), model=model_id) + ex + COT_TAIL.format(q=question)
+
+
+_MD = [(re.compile(r"\*\*([^*]+)\*\*"), r"\1"), (re.compile(r"__([^_]+)__"), r"\1"),
+       (re.compile(r"\*([^*]+)\*"), r"\1"), (re.compile(r"`([^`]+)`"), r"\1")]
+LEN_RE = re.compile(r"len\s*[:=]\s*(\d+)", re.IGNORECASE)
+CORRECT_RE = re.compile(r"correct\s*[:=]\s*(yes|no)", re.IGNORECASE)
+CORRECT_SLOT_RE = re.compile(r"(correct\s*[:=])(\s*)(yes|no)", re.IGNORECASE)
+
+
+def parse_cot(text: str) -> tuple[int | None, bool | None]:
+    """(predicted length, predicted correctness) of a reasoning completion as the official parser
+    (`parse_prediction`) reads it: markdown emphasis removed; the first `len: N` and `correct:
+    yes|no` of the whole text when both are there; else those of the `Predicted Performance:`
+    section (brackets removed, `:` or `=`), then anywhere. None where absent (the official parser's
+    length 0 / correctness "unknown")."""
+    cleaned = text
+    for pat, rep in _MD:
+        cleaned = pat.sub(rep, cleaned)
+    m_len = re.search(r"len:\s*(\d+)", cleaned, re.IGNORECASE)
+    m_c = re.search(r"correct:\s*(yes|no)", cleaned, re.IGNORECASE)
+    if m_len and m_c:
+        return int(m_len.group(1)), m_c.group(1).lower() == "yes"
+    length = correct = None
+    i = cleaned.find("Predicted Performance:")
+    if i != -1:
+        perf = re.sub(r"[\[\]()]", "", cleaned[i:])
+        m_len, m_c = LEN_RE.search(perf), CORRECT_RE.search(perf)
+        length = int(m_len.group(1)) if m_len else None
+        correct = None if m_c is None else m_c.group(1).lower() == "yes"
+    if correct is None and (m_c := CORRECT_RE.search(cleaned)):
+        correct = m_c.group(1).lower() == "yes"
+    if length is None and (m_len := LEN_RE.search(cleaned)):
+        length = int(m_len.group(1))
+    return length, correct
+
+
+def correctness_slot(text: str) -> tuple[str, str] | None:
+    """(text up to and including `correct:`, the whitespace after it) of the first correctness
+    slot filled with yes/no in a raw completion (the one the parser reads), for scoring P(yes)
+    against P(no) there."""
+    m = CORRECT_SLOT_RE.search(text)
+    return None if m is None else (text[:m.end(1)], m.group(2))
+
+
+_PROVIDERS = ("tngtech/", "google/", "meta-llama/", "mistralai/", "qwen/", "nvidia/", "amazon/", "openai/")
+_SHORT = {"gemma-3-12b-it": "gemma-3-12b", "gemma-3-27b-it": "gemma-3-27b", "gemma-3-4b-it": "gemma-3-4b",
+          "llama-3.1-8b-instruct": "llama-3-1-8b", "llama-3.3-70b-instruct": "llama-3-3-70b"}
+
+
+def normalize_model_name(name: str) -> str:
+    """The official code's model key (scripts/scope_inference.py `normalize_model_name`): the
+    OpenRouter id without `:free` and provider prefix, a few instruct suffixes shortened, so
+    `meta-llama/llama-3.3-70b-instruct`, `llama-3.3-70b-instruct` and `llama-3-3-70b` agree."""
+    name = name.replace(":free", "")
+    for p in _PROVIDERS:
+        name = name.replace(p, "")
+    return _SHORT.get(name, name)

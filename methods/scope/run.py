@@ -5,22 +5,16 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 
 from methods.core.model_pool import pool
-from methods.core.results import InputError, read_json, write_json
+from methods.core.results import InputError, atomic_path, read_json, write_json
 
 from . import core
 from .config import OutcomeConfig, PredictorConfig, QueryConfig
-
-
-def _need_generated(source: str):
-    if source != "generated":
-        raise InputError(f"config key 'queries.source': {source!r} — paper-scale SCOPE-60K evaluation is planned "
-                         "in the DAG but not implemented in this harness (tiny/smoke use 'generated')")
 
 
 # ---- outcome table ------------------------------------------------------------------------
@@ -51,7 +45,8 @@ def build_outcomes(cfg: OutcomeConfig, member_dirs: dict[str, str], out: str | P
 
     from methods.core.model_pool import tasks
 
-    _need_generated(cfg.queries.source)
+    if not cfg.queries.generated:
+        return build_outcomes_dataset(cfg, member_dirs, out)
     names = cfg.pool.members   # unseen is among them (config.PoolUse)
     missing = [m for m in names if m not in member_dirs]
     if missing:
@@ -89,9 +84,136 @@ def build_outcomes(cfg: OutcomeConfig, member_dirs: dict[str, str], out: str | P
     return {m: float(np.mean([r["correct"] for r in v["rows"]])) for m, v in models.items()}
 
 
+# ---- paper scale: the released outcome dataset ------------------------------------------
+# SCOPE-60K (arXiv 2601.22323 §4; read as the official scripts read it): one record per
+# (question, model) with `id`, `prompt`, `model_name`, `is_correct`, `usage_prompt_tokens`,
+# `usage_completion_tokens` (and `category`, `gt`); split `anchor` (the anchor bank) and `test`.
+RECORD_FIELDS = ("id", "prompt", "model_name", "is_correct", "usage_prompt_tokens", "usage_completion_tokens")
+DATASET_SPLITS = ("anchor", "test")
+EMBED_CHARS = 2000   # the official retrieval truncates texts to 2,000 characters
+
+
+def _member_hubs(names: list[str], member_dirs: dict[str, str]) -> dict[str, str]:
+    """Each pool member's hub id (its OpenRouter id at paper scale), from its pointer directory."""
+    hubs = {}
+    for n in names:
+        f = Path(member_dirs[n]) / "pool_member.json"
+        if not f.is_file():
+            raise InputError(f"pool member {n}: not a pool member directory (no pool_member.json): {member_dirs[n]}")
+        hub = read_json(f).get("hub")
+        if not hub:
+            raise InputError(f"pool member {n}: a trained member has no record in an outcome dataset (set its hub id)")
+        hubs[n] = hub
+    return hubs
+
+
+def embed_hub(model_id: str, anchor_texts: list[str], query_texts: list[str], batch: int = 8):
+    """Qwen3-Embedding-style sentence vectors (the official retrieval's encoder): the last token's
+    final hidden state (left padding, the tokenizer's own end token), L2-normalised; texts cut to
+    2,000 characters as the official code does."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from methods.core.runtime import current
+
+    rt = current()
+    try:
+        tok = AutoTokenizer.from_pretrained(model_id, padding_side="left")
+        model = AutoModel.from_pretrained(model_id, dtype=rt.weight_dtype(False), use_safetensors=True)
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot load embedder {model_id}: {str(e).splitlines()[0]}") from None
+    model = model.to(rt.device).eval()
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+
+    def enc(texts):
+        out = []
+        for i in range(0, len(texts), batch):
+            b = tok([t[:EMBED_CHARS] for t in texts[i:i + batch]], padding=True, return_tensors="pt").to(rt.device)
+            with torch.no_grad():
+                h = model(**b).last_hidden_state[:, -1].float()
+            out.append(torch.nn.functional.normalize(h, dim=-1).cpu().numpy())
+        return np.concatenate(out)
+
+    return enc(anchor_texts), enc(query_texts)
+
+
+def build_outcomes_dataset(cfg: OutcomeConfig, member_dirs: dict[str, str], out: str | Path) -> dict:
+    """outcomes.json from the released outcome dataset (paper scale): the pool models are API
+    models (hub = OpenRouter id) that are not run; their outcome on every anchor and test
+    question is the dataset's record (`model_name` matched to the hub id by the official name
+    normalisation), priced with `pool.prices`. Questions missing a record of some pool model are
+    dropped (counted). Retrieval: cosine top-k_retrieve anchors by `pool.embedder`."""
+    from methods.core.data import load_records
+
+    names, src = cfg.pool.members, cfg.queries.source
+    missing = [m for m in names if m not in member_dirs]
+    if missing:
+        raise InputError(f"config key 'pool.members': {missing} not among the member dirs {sorted(member_dirs)}")
+    hubs = _member_hubs(names, member_dirs)
+    key = {n: core.normalize_model_name(h) for n, h in hubs.items()}
+    items, rows, dropped = [], {n: [] for n in names}, {}
+    for split in DATASET_SPLITS:
+        recs = load_records(src, split)
+        if not recs:
+            raise InputError(f"outcome dataset {src!r} split {split!r} is empty")
+        absent = [f for f in RECORD_FIELDS if f not in recs[0]]
+        if absent:
+            raise InputError(f"outcome dataset {src!r} split {split!r} has no field(s) {absent} (has {sorted(recs[0])})")
+        by_q: dict = {}
+        for r in recs:
+            q = by_q.setdefault(r["id"], {"prompt": r["prompt"], "category": r.get("category", ""),
+                                          "gt": r.get("gt", ""), "by_model": {}})
+            q["by_model"].setdefault(core.normalize_model_name(str(r["model_name"])), r)
+        have = {m for q in by_q.values() for m in q["by_model"]}
+        lost = [n for n in names if key[n] not in have]
+        if lost:
+            raise InputError(f"outcome dataset {src!r} split {split!r} has no records of pool member(s) "
+                             f"{[(n, hubs[n]) for n in lost]} (its models: {sorted(have)})")
+        dropped[split] = 0
+        for qid_src, q in by_q.items():
+            if any(key[n] not in q["by_model"] for n in names):
+                dropped[split] += 1
+                continue
+            items.append({"qid": len(items), "id": qid_src, "prompt": q["prompt"], "category": q["category"],
+                          "gt": q["gt"], "split": split})
+            for n in names:
+                r = q["by_model"][key[n]]
+                pt, ct = int(r["usage_prompt_tokens"] or 0), int(r["usage_completion_tokens"] or 0)
+                pin, pout = cfg.pool.prices[n]
+                rows[n].append({"correct": bool(r["is_correct"]), "tokens": ct, "prompt_tokens": pt,
+                                "cost": (pt * pin + ct * pout) / 1e6})
+    models = {n: {"hub": hubs[n], "price_in": cfg.pool.prices[n][0], "price_out": cfg.pool.prices[n][1],
+                  "rows": rows[n]} for n in names}
+    for n in names:
+        print(f"{n} ({hubs[n]}): acc {np.mean([r['correct'] for r in rows[n]]):.3f} over {len(rows[n])} questions",
+              flush=True)
+    anchors = [it for it in items if it["split"] == "anchor"]
+    if len(anchors) <= cfg.pool.k_retrieve:
+        raise InputError(f"outcome dataset {src!r}: {len(anchors)} complete anchor questions, need more than "
+                         f"pool.k_retrieve = {cfg.pool.k_retrieve}")
+    texts = [it["prompt"] for it in items]
+    if cfg.pool.embedder:
+        A, Q = embed_hub(cfg.pool.embedder, [a["prompt"] for a in anchors], texts)
+    else:
+        A, Q = core.embed([a["prompt"] for a in anchors], texts)
+    idx, sims = core.topk_cosine(Q, A, cfg.pool.k_retrieve + 1)
+    retrieval = []
+    for i, it in enumerate(items):   # an anchor never retrieves itself
+        keep = [(int(anchors[j]["qid"]), float(s)) for j, s in zip(idx[i], sims[i]) if anchors[j]["qid"] != it["qid"]]
+        retrieval.append(keep[:cfg.pool.k_retrieve])
+    res = {"queries": items, "models": models, "order": names, "unseen": cfg.pool.unseen, "retrieval": retrieval,
+           "source": src, "dropped_incomplete": dropped}
+    write_json(out, res)
+    return {m: float(np.mean([r["correct"] for r in v["rows"]])) for m, v in models.items()}
+
+
+
 # ---- predictor data ---------------------------------------------------------------------
-def examples(oc: dict, split: str, k: int, models: list[str]) -> list[dict]:
-    """One prompt per (query of `split`, model): the model's outcomes on the query's top-k anchors."""
+def examples(oc: dict, split: str, k: int, models: list[str], cot: bool = False) -> list[dict]:
+    """One prompt per (query of `split`, model): the model's outcomes on the query's top-k anchors;
+    `cot`: the released predictor's prompt (`core.build_cot_prompt`, the model named by its hub id),
+    else the compact prompt of the predictor trained here."""
     qs = oc["queries"]
     out = []
     for it in qs:
@@ -100,13 +222,77 @@ def examples(oc: dict, split: str, k: int, models: list[str]) -> list[dict]:
         anc = [a for a, _ in oc["retrieval"][it["qid"]][:k]]
         for m in models:
             rows = oc["models"][m]["rows"]
-            prompt = core.build_prompt(m, it["prompt"],
-                                       [(qs[a]["prompt"], rows[a]["tokens"], rows[a]["correct"]) for a in anc])
+            shots = [(qs[a]["prompt"], rows[a]["tokens"], rows[a]["correct"]) for a in anc]
+            prompt = (core.build_cot_prompt(oc["models"][m]["hub"], it["prompt"], shots) if cot
+                      else core.build_prompt(m, it["prompt"], shots))
             r = rows[it["qid"]]
             out.append({"qid": it["qid"], "model": m, "prompt": prompt,
                         "target": core.performance(r["tokens"], r["correct"]) + "\n",
                         "len": r["tokens"], "correct": r["correct"]})
     return out
+
+
+PREDICTOR_INFO = "scope_predictor.json"
+SCORE_BATCH = 4   # sequences per scoring forward of the hub predictor (workflow/rules/helpers/scope.smk sizes it so)
+
+
+def _need_train_split(oc: dict) -> None:
+    if not any(it["split"] == "train" for it in oc["queries"]):
+        raise InputError(f"outcomes from {oc.get('source')!r} have no train split: training the predictor on the "
+                         "outcome dataset is not implemented here (set predictor.hub to the released predictor)")
+
+
+def write_hub_predictor(cfg: PredictorConfig, variant: str, k: int, out: str | Path) -> dict:
+    """Paper scale: the released predictor (`predictor.hub`, already SFT + GRPO) is used as it is,
+    so the SFT and GRPO steps write a pointer to it (its hub id, the anchors in its prompt and its
+    decoding); the no-anchor variant is the same model prompted with k = 0 anchors."""
+    info = {"variant": variant, "k": k, "hub": cfg.hub, "decode": asdict(cfg.decode)}
+    with atomic_path(out, is_dir=True) as tmp:
+        (Path(tmp) / PREDICTOR_INFO).write_text(json.dumps(info, indent=1))
+    return info
+
+
+def predictor_info(model_dir: str | Path) -> dict:
+    f = Path(model_dir) / PREDICTOR_INFO
+    if not f.is_file():
+        raise InputError(f"not a SCOPE predictor directory (no {PREDICTOR_INFO}): {model_dir}")
+    return read_json(f)
+
+
+def predict_hub(info: dict, exs: list[dict]) -> list[dict]:
+    """The released predictor on the prompts of `exs` (`examples(..., cot=True)`), as the official
+    inference runs it: the prompt as the user turn of the model's chat template, sampled
+    (`decode`), parsed by `core.parse_cot`. P(correct): at the correctness slot the parsed
+    completion fills (`core.correctness_slot`), softmax of the log-probs of the continuations
+    `yes` and `no` given the prompt and the completion up to the slot; the parsed yes/no (1/0)
+    where the slot is not in the raw text, 0.5 where the completion has no correctness. Length:
+    the parsed one, else the median parsed length."""
+    from methods.core.llm import HFBackend
+
+    d = info["decode"]
+    llm = HFBackend(info["hub"], batch_size=d["batch_size"])
+    convs = [[{"role": "user", "content": e["prompt"]}] for e in exs]
+    texts = [o[0] for o in llm.chat(convs, max_new_tokens=d["max_new_tokens"], temperature=d["temperature"],
+                                    top_p=d["top_p"], seed=d["seed"])]
+    parsed = [core.parse_cot(t) for t in texts]
+    slots = [core.correctness_slot(t) for t in texts]
+    idx = [i for i, s in enumerate(slots) if s is not None]
+    heads = [llm.render_chat(convs[i]) + slots[i][0] for i in idx]
+    # scoring materialises fp32 log-probs over the whole vocabulary at every position of prompt +
+    # reasoning (≈ 3k tokens × 152k for Qwen3: ≈ 2 GB a sequence): a few sequences at a time
+    llm.batch_size = min(d["batch_size"], SCORE_BATCH)
+    lp_yes = llm.score(heads, [slots[i][1] + "yes" for i in idx])
+    lp_no = llm.score(heads, [slots[i][1] + "no" for i in idx])
+    p_yes = {i: float(1.0 / (1.0 + np.exp(sum(n) - sum(y)))) for i, y, n in zip(idx, lp_yes, lp_no)}
+    lens = [L for L, _ in parsed if L is not None]
+    med = int(np.median(lens)) if lens else 0
+    out = []
+    for i, (L, c) in enumerate(parsed):
+        p = p_yes.get(i, 0.5 if c is None else float(c))
+        out.append({"pred_len": L if L is not None else med, "pred_correct": p,
+                    "parsed": L is not None and c is not None})
+    return out
+
 
 
 def _tokenizer():
@@ -124,13 +310,14 @@ def train_sft(cfg: PredictorConfig, outcomes: str, variant: str, out: str | Path
     from methods.core.models import build_model, save_model
     from methods.core.train import evaluate_loss, train
 
-    if cfg.hub is not None:
-        raise InputError("config key 'predictor.hub': paper-scale predictor is a hub checkpoint, not trained here")
     if variant not in ("anchors", "noanchor"):
         raise InputError(f"unknown predictor variant {variant!r} (anchors or noanchor)")
-    oc = read_json(outcomes)
-    seen = [m for m in oc["order"] if m != oc["unseen"]]
     k = cfg.k_prompt if variant == "anchors" else 0
+    if cfg.hub is not None:
+        return write_hub_predictor(cfg, variant, k, out)
+    oc = read_json(outcomes)
+    _need_train_split(oc)
+    seen = [m for m in oc["order"] if m != oc["unseen"]]
     ex = examples(oc, "train", k, seen)
     tok = _tokenizer()
     pairs = [(e["prompt"], e["target"]) for e in ex]
@@ -160,8 +347,11 @@ def train_grpo(cfg: PredictorConfig, outcomes: str, sft_dir: str, out: str | Pat
     from methods.core import rl
     from methods.core.models import load_model, save_model
 
+    if cfg.hub is not None:
+        return write_hub_predictor(cfg, "rl", cfg.k_prompt, out)
     g = cfg.grpo
     oc = read_json(outcomes)
+    _need_train_split(oc)
     seen = [m for m in oc["order"] if m != oc["unseen"]]
     ex = examples(oc, "train", cfg.k_prompt, seen)
     policy, tok = load_model(sft_dir, training=True)

@@ -73,3 +73,15 @@ def test_cross_key_check_is_one_line_naming_the_keys(case):
     assert len(data["data"]["tasks"]) == 2 and data["convert"]["block"] == 8, "the cases assume these"
     msg = CASES.error(edited(data, key, value))
     assert "\n" not in msg and f"'{named}'" in msg, msg
+
+
+PAPER_CROSS = {  # paper-scale hub checks: case → (dotted key changed, new value, key the error names)
+    "AR base not one of the paper's bases": ("ar.hub_id", "Qwen/Qwen3-14B", "ar.hub_id"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PAPER_CROSS))
+def test_paper_hub_checks_are_one_line_naming_the_key(case):
+    key, value, named = PAPER_CROSS[case]
+    msg = CASES.error(edited(section("paper"), key, value))
+    assert "\n" not in msg and f"'{named}'" in msg, msg

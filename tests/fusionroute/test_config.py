@@ -18,7 +18,8 @@ BAD = [  # (dotted path in the tiny section, new value, the whole one-line error
     ("data.home_frac", 1.1, "config key 'fusionroute.data.home_frac': 1.1 is greater than the maximum of 1"),
     ("data.add_digits", 0, "config key 'fusionroute.data.add_digits': 0 is less than the minimum of 1"),
     ("expert.init_seed", "0", "config key 'fusionroute.expert.init_seed': expected int, got '0'"),
-    ("expert.model", None, "config 'fusionroute.expert.model': expected a mapping, got None"),
+    ("expert.model", 3, "config 'fusionroute.expert.model': expected a mapping, got 3"),
+    ("router.max_len", 0, "config key 'fusionroute.router.max_len': 0 is less than the minimum of 1"),
     ("router.lambda_route", -1, "config key 'fusionroute.router.lambda_route': -1.0 is less than the minimum of 0"),
     ("router.informative_only", "yes",
      "config key 'fusionroute.router.informative_only': expected bool, got 'yes'"),
@@ -33,7 +34,11 @@ BAD = [  # (dotted path in the tiny section, new value, the whole one-line error
     ("hub.experts", {"add": None, "rev": None, "brk": None, "comp": None},
      "config key 'fusionroute.hub.experts.comp': 'comp' is not one of ['add', 'rev', 'brk']"),
     ("hub.experts.add", 3, "config key 'fusionroute.hub.experts.add': expected str, got 3"),
-    ("hub.datasets", [1], "config key 'fusionroute.hub.datasets[0]': expected str, got 1"),
+    ("hub.datasets", [1], "config 'fusionroute.hub.datasets[0]': expected a mapping, got 1"),
+    ("hub.datasets", [{"id": "openai/gsm8k", "subset": "main", "split": "train", "role": "math"}],
+     "config key 'fusionroute.hub.datasets[0].role': 'math' is not one of ['add', 'rev', 'brk', 'prefs']"),
+    ("hub.datasets", [{"id": "openai/gsm8k", "subset": "main", "role": "add"}],
+     "missing config key 'fusionroute.hub.datasets[0].split'"),
     ("hub", DELETE, "missing config key 'fusionroute.hub'"),
 ]
 

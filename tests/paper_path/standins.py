@@ -105,11 +105,22 @@ def build_tokenizer(family: str, texts: list[str], vocab_size: int = 600):
                     "<|eot_id|>"]
     else:
         specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    if family in DEEPSEEK_FAMILIES:     # DeepSeek-V2: its own bos/eos (a LlamaTokenizerFast on the hub)
+        specials = [DEEPSEEK_BOS, DEEPSEEK_EOS]
+    if family in VL_FAMILIES:           # Qwen-VL: the vision special tokens of the real vocabulary
+        specials += ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(texts, trainer=trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    if family in DEEPSEEK_FAMILIES:
+        # DeepSeek-V2 prepends its bos to every encoding; eos = pad; its "User: / Assistant:" template
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{DEEPSEEK_BOS} $A", pair=f"{DEEPSEEK_BOS} $A {DEEPSEEK_BOS} $B",
+            special_tokens=[(DEEPSEEK_BOS, tok.token_to_id(DEEPSEEK_BOS))])
+        return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=DEEPSEEK_BOS, eos_token=DEEPSEEK_EOS,
+                                       pad_token=DEEPSEEK_EOS, chat_template=DEEPSEEK_CHAT, model_max_length=163840)
     if family == "llama":
         # Llama-3 prepends <|begin_of_text|> to every encoding (its TemplateProcessing)
         bos = "<|begin_of_text|>"
@@ -123,6 +134,36 @@ def build_tokenizer(family: str, texts: list[str], vocab_size: int = 600):
 
 
 # --------------------------------------------------------------------------- models ----
+# vision-language families: Qwen tokenizer conventions plus the vision special tokens, and the
+# real Qwen2-VL image processor (patch 14, merge 2) capped at 112x112 pixels (at most 16 image tokens)
+VL_FAMILIES = ("qwen2_5_vl",)
+QWEN_VL_CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['content'] is string %}{{ m['content'] }}"
+                "{% else %}{% for c in m['content'] %}{% if c['type'] == 'image' %}"
+                "<|vision_start|><|image_pad|><|vision_end|>{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
+                "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def write_vl_image_processor(out: Path) -> None:
+    """The hub's preprocessor_config.json of a Qwen-VL model (Qwen2VLImageProcessor; transformers
+    loads its PIL backend where torchvision is absent), with small pixel bounds."""
+    from transformers import Qwen2VLImageProcessorPil
+
+    Qwen2VLImageProcessorPil(min_pixels=28 * 28, max_pixels=112 * 112, patch_size=14, merge_size=2,
+                             temporal_patch_size=2).save_pretrained(out)
+    f = out / "preprocessor_config.json"
+    cfg = json.loads(f.read_text())
+    cfg.update(image_processor_type="Qwen2VLImageProcessor", processor_class="Qwen2_5_VLProcessor")
+    f.write_text(json.dumps(cfg, indent=2))
+
+
+# DeepSeek-V2(-Lite-Chat) tokenizer conventions: bos prepended, eos = pad, "User: ... Assistant: ..." chat
+DEEPSEEK_FAMILIES = ("deepseek_v2",)
+DEEPSEEK_BOS, DEEPSEEK_EOS = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"
+DEEPSEEK_CHAT = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}{{ 'User: ' + m['content'] + '\n\n' }}"
+                 "{% elif m['role'] == 'assistant' %}{{ 'Assistant: ' + m['content'] + eos_token }}"
+                 "{% elif m['role'] == 'system' %}{{ m['content'] + '\n\n' }}{% endif %}{% endfor %}"
+                 "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}")
 ARCH = {"d": 32, "layers": 2, "heads": 4, "kv_heads": 2, "ff": 64, "max_pos": 8192}
 
 
@@ -148,6 +189,36 @@ def build_model(family: str, tokenizer, seed: int = 0):
         cfg = tf.Qwen3Config(**common, head_dim=ARCH["d"] // ARCH["heads"], eos_token_id=tokenizer.eos_token_id,
                              pad_token_id=tokenizer.pad_token_id)
         model = tf.Qwen3ForCausalLM(cfg)
+    elif family == "qwen2_5_vl":         # Qwen2.5-VL: a 2-block vision tower, M-RoPE text model
+        ids = {k: tokenizer.convert_tokens_to_ids(f"<|{k}|>") for k in ("image_pad", "video_pad", "vision_start",
+                                                                        "vision_end")}
+        cfg = tf.Qwen2_5_VLConfig(
+            text_config={**common, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0,
+                                                       "mrope_section": [1, 1, 2]},
+                         "bos_token_id": tokenizer.eos_token_id, "eos_token_id": tokenizer.eos_token_id,
+                         "pad_token_id": tokenizer.pad_token_id},
+            vision_config=dict(depth=ARCH["layers"], hidden_size=ARCH["d"], intermediate_size=ARCH["ff"],
+                               num_heads=ARCH["heads"], out_hidden_size=ARCH["d"], fullatt_block_indexes=[1],
+                               window_size=112, patch_size=14, spatial_merge_size=2, temporal_patch_size=2),
+            image_token_id=ids["image_pad"], video_token_id=ids["video_pad"],
+            vision_start_token_id=ids["vision_start"], vision_end_token_id=ids["vision_end"],
+            tie_word_embeddings=False)
+        model = tf.Qwen2_5_VLForConditionalGeneration(cfg)
+        cfg.eos_token_id, cfg.pad_token_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+    elif family == "deepseek_v2":        # DeepSeek-V2-Lite: MLA (no q LoRA), first layer dense, greedy top-K
+        cfg = tf.DeepseekV2Config(
+            **{**common, "num_key_value_heads": ARCH["heads"]}, moe_intermediate_size=16, n_routed_experts=4,
+            n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1, topk_method="greedy", n_group=1,
+            topk_group=1, norm_topk_prob=False, routed_scaling_factor=1.0, kv_lora_rank=16, q_lora_rank=None,
+            qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=8, bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+        model = tf.DeepseekV2ForCausalLM(cfg)
+    elif family == "qwen2_moe":          # Qwen1.5-MoE: every layer sparse, shared expert with its gate
+        cfg = tf.Qwen2MoeConfig(**common, moe_intermediate_size=16, shared_expert_intermediate_size=32,
+                                num_experts=4, num_experts_per_tok=2, norm_topk_prob=False, decoder_sparse_step=1,
+                                mlp_only_layers=[], eos_token_id=tokenizer.eos_token_id,
+                                pad_token_id=tokenizer.pad_token_id)
+        model = tf.Qwen2MoeForCausalLM(cfg)
     else:
         raise ValueError(f"unknown stand-in family {family!r}")
     model.generation_config = tf.GenerationConfig(eos_token_id=cfg.eos_token_id,
@@ -158,13 +229,31 @@ def build_model(family: str, tokenizer, seed: int = 0):
 def write_model(family: str, out: Path, texts: list[str]) -> None:
     tok = build_tokenizer(family, texts)
     model = build_model(family, tok)
+    if family in VL_FAMILIES:
+        tok.chat_template = QWEN_VL_CHAT
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
+    if family in VL_FAMILIES:
+        write_vl_image_processor(out)
 
 
 # ------------------------------------------------------------------------- datasets ----
-def _rows(kind: str, split: str, n: int, rng: random.Random) -> list[dict]:
-    """`n` records of stand-in dataset `kind` in the real dataset's schema."""
+RL_MATH_KINDS = ("deepscaler", "aime_h4", "math_lighteval")
+
+
+def _rl_math_row(kind: str, i: int, p: str, s: str, a: str) -> dict:
+    """A row of agentica-org/DeepScaleR-Preview-Dataset (`deepscaler`), HuggingFaceH4/aime_2024
+    (`aime_h4`) or DigitalLearningGmbH/MATH-lighteval's default config (`math_lighteval`)."""
+    if kind == "deepscaler":
+        return {"problem": p, "answer": a, "solution": s}
+    if kind == "aime_h4":
+        return {"id": 60 + i, "problem": p, "solution": s, "answer": a, "year": "2024",
+                "url": f"https://artofproblemsolving.com/wiki/index.php/2024_AIME_I_Problems/Problem_{i + 1}"}
+    return {"problem": p, "level": f"Level {1 + i % 5}", "solution": s, "type": "Prealgebra"}
+
+
+def _rows(kind: str, split: str, n: int, rng: random.Random, subset: str | None = None) -> list[dict]:
+    """`n` records of stand-in dataset `kind` (of its config `subset`) in the real dataset's schema."""
     out = []
     for i in range(n):
         p, s, a = _problem(rng)
@@ -187,13 +276,172 @@ def _rows(kind: str, split: str, n: int, rng: random.Random) -> list[dict]:
             out.append({"ID": f"2024-I-{i + 1}", "Problem": p, "Solution": s, "Answer": int(a)})
         elif kind == "aime25":              # math-ai/aime25
             out.append({"problem": p, "answer": a, "id": str(i)})
+        elif kind == "scope60k":            # Cooolder/SCOPE-60K-final: one record per (question, model)
+            out.append(_scope60k_record(split, i, p, a, out))
+        elif kind == "openhermes":          # teknium/OpenHermes-2.5 (ShareGPT-style turns; a system turn on some)
+            conv = ([{"from": "system", "value": _sentence(rng), "weight": None}] if i % 3 == 0 else []) + [
+                {"from": "human", "value": p, "weight": None}, {"from": "gpt", "value": s, "weight": None}]
+            if i % 4 == 1:                  # a second exchange
+                conv += [{"from": "human", "value": _sentence(rng), "weight": None},
+                         {"from": "gpt", "value": corpus_text(rng, 2), "weight": None}]
+            out.append({"conversations": conv, "source": "standin", "category": None, "id": None,
+                        "model_name": None, "skip_prompt_formatting": False, "system_prompt": None})
+        elif kind in RL_MATH_KINDS:         # DeepScaleR, HuggingFaceH4/aime_2024, MATH-lighteval
+            out.append(_rl_math_row(kind, i, p, s, a))
+        elif kind in INSTRUCT_KINDS:        # gsm8k, OpenMathInstruct-2, Magicoder, ultrafeedback_binarized
+            out.append(_instruct_row(kind, i, p, s, a, rng))
+        elif kind == "m_preference":        # Unbabel/M-Preference-Collection (Prometheus pairwise rows)
+            crit = None if i % 3 else "Is the response helpful and accurate?"   # a third with a rubric
+            ra, rb = corpus_text(rng, rng.randrange(1, 4)), corpus_text(rng, rng.randrange(1, 4))
+            pref = rng.choice("AB")
+            q = _sentence(rng).rstrip(".") + "?"
+            out.append({"instruction": f"###Task Description:\nCompare.\n###The instruction to evaluate:\n{q}\n"
+                                       f"###Response A to evaluate:\n{ra}\n###Response B to evaluate:\n{rb}\n"
+                                       "###Feedback: ",
+                        "output": f"{_sentence(rng)} [RESULT] {pref}", "orig_instruction": q,
+                        "orig_response_A": ra, "orig_response_B": rb, "orig_criteria": crit,
+                        "orig_score_A": str(rng.randrange(1, 6)), "orig_score_B": str(rng.randrange(1, 6)),
+                        "orig_preference": pref, "orig_feedback": _sentence(rng), "orig_reference_answer": _sentence(rng)})
+        elif kind == "mm_eval":             # prometheus-eval/MM-Eval (one subset; a language column)
+            lang = ["en", "ko", "de", "sw", "te", "bn", "aka_Latn"][i % 7]   # xxx_Scrp: Language Resource rows
+            out.append({"prompt": _sentence(rng).rstrip(".") + "?", "chosen": corpus_text(rng, 2),
+                        "rejected": corpus_text(rng, 2), "language": lang,
+                        "subset": "language_resource" if "_" in lang else ["chat", "reasoning", "safety"][i % 3],
+                        "chosen_model": "standin-a", "rejected_model": "standin-b", "id": i, "__index_level_0__": i})
+        elif kind == "m_rewardbench":       # CohereLabs/m-rewardbench (one subset per language, ISO 639-3_Script)
+            out.append({"id": i, "language": subset, "prompt": _sentence(rng).rstrip(".") + "?",
+                        "chosen": corpus_text(rng, 2), "rejected": corpus_text(rng, 2),
+                        "chosen_model": "standin-a", "rejected_model": "standin-b",
+                        "source": "standin", "category": ["Chat", "Safety", "Reasoning"][i % 3]})
+        elif kind in _QA_ROWS:              # reasoning benchmarks (amc23, AIME 2025, OlympiadBench, GPQA)
+            out.append(_QA_ROWS[kind](i, p, s, a))
+        elif kind in IMAGE_DATASETS:        # image benchmarks (PNG bytes in an Image feature)
+            out.append(_image_row(kind, split, i, rng))
         else:
             raise ValueError(f"unknown stand-in dataset kind {kind!r}")
     return out
 
 
+# image benchmarks: written as parquet with a `datasets` Image feature, as on the hub
+IMAGE_DATASETS = ("mmbench", "mmstar", "pope")
+_COLOURS = {"red": (220, 30, 30), "green": (30, 200, 60), "blue": (40, 60, 220), "yellow": (230, 220, 40)}
+
+
+def _png_bytes(rng: random.Random, colour: tuple) -> bytes:
+    import io
+
+    from PIL import Image
+
+    img = Image.new("RGB", (rng.choice([28, 42, 56]), rng.choice([28, 56])), colour)
+    for _ in range(4):   # a few noisy pixels so that images differ
+        img.putpixel((rng.randrange(img.width), rng.randrange(img.height)), tuple(rng.randrange(256) for _ in range(3)))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _image_row(kind: str, split: str, i: int, rng: random.Random) -> dict:
+    """One record in the real schema of lmms-lab/MMBench (en), Lin-Chen/MMStar or lmms-lab/POPE."""
+    names = list(_COLOURS)
+    c = rng.randrange(4)
+    image = {"bytes": _png_bytes(rng, _COLOURS[names[c]]), "path": None}
+    if kind == "pope":
+        obj = rng.choice(["dog", "car", "chair", "person"])
+        return {"id": str(i), "question_id": str(i), "question": f"Is there a {obj} in the image?",
+                "answer": rng.choice(["yes", "no"]), "image_source": f"COCO_val2014_{i:012d}",
+                "image": image, "category": ["adversarial", "popular", "random"][i % 3]}
+    opts = rng.sample(names, 4)
+    ans = "ABCD"[opts.index(names[c])]
+    q = "What is the main colour of the image?"
+    if kind == "mmstar":
+        return {"index": i, "question": q + "\nOptions: " + ", ".join(f"{k}: {v}" for k, v in zip("ABCD", opts)),
+                "image": image, "answer": ans, "category": "coarse perception", "l2_category": "image scene and topic",
+                "meta_info": {"source": "standin", "split": split, "image_path": f"{i}.png"}}
+    three = i % 4 == 3 and ans != "D"          # some MMBench items have three options (D is empty)
+    return {"index": i, "question": q, "hint": None if i % 2 else _sentence(rng), "A": opts[0], "B": opts[1],
+            "C": opts[2], "D": None if three else opts[3], "answer": ans, "category": "image_scene",
+            "image": image, "source": "standin", "l2-category": "coarse_perception", "comment": None, "split": split}
+
+
+def _write_image_parquet(rows: list[dict], path: Path) -> None:
+    import datasets
+
+    feats = datasets.Dataset.from_list(rows).features
+    feats["image"] = datasets.Image()
+    datasets.Dataset.from_list(rows, features=feats).to_parquet(str(path))
+
+
+# question/answer benchmarks, one row from (index, problem, worked solution, answer) in the real schema
+_QA_ROWS = {
+    # math-ai/amc23 (answers stored as floats)
+    "amc23": lambda i, p, s, a: {"id": i, "question": p, "answer": float(a), "url": f"https://example.invalid/amc23/{i}"},
+    # opencompass/AIME2025 (configs AIME2025-I / AIME2025-II)
+    "aime2025_oc": lambda i, p, s, a: {"question": p, "answer": a},
+    # Hothan/OlympiadBench (one config per subset; answers in a list)
+    "olympiadbench": lambda i, p, s, a: {
+        "id": 2000 + i, "question": p, "solution": [s], "final_answer": [f"${a}$"], "context": None,
+        "image_1": None, "image_2": None, "image_3": None, "image_4": None, "image_5": None,
+        "modality": "Text-only", "difficulty": "Competition", "is_multiple_answer": False, "unit": None,
+        "answer_type": "Numerical", "error": None, "question_type": "Open-ended", "subfield": "Algebra",
+        "subject": "Math", "language": "English"},
+    # Idavidrein/gpqa (configs gpqa_diamond / gpqa_main / ...; one train split)
+    "gpqa": lambda i, p, s, a: {
+        "Question": p, "Correct Answer": a, "Incorrect Answer 1": str(int(a) + 1),
+        "Incorrect Answer 2": str(int(a) + 2), "Incorrect Answer 3": str(int(a) + 3), "Explanation": s,
+        "Subdomain": "Arithmetic", "High-level domain": "Physics", "Record ID": f"rec{i:05d}"},
+}
+
+# SCOPE-60K's 13 in-distribution models under the short names the official code keys the dataset by
+# (github.com/Sullivan07043/SCOPE config/model_pools.py MODEL_NAME_TO_OPENROUTER_ID), each with a
+# skill and a verbosity of our own: outcomes follow a per-question difficulty, so routing has signal
+SCOPE60K_MODELS = [("deepseek-r1t2-chimera", 0.75, 900), ("nova-2-lite-v1", 0.62, 1400),
+                   ("qwen3-235b-a22b", 0.6, 800), ("qwen3-14b", 0.58, 700), ("gpt-oss-20b", 0.6, 500),
+                   ("llama-3-3-70b", 0.52, 300), ("gemma-3-27b", 0.5, 350), ("llama-3-1-8b", 0.3, 250),
+                   ("gemma-3-12b", 0.42, 300), ("nemotron-nano-9b-v2", 0.45, 900), ("ministral-8b", 0.35, 250),
+                   ("gemma-3-4b", 0.3, 280), ("ministral-3b", 0.25, 220)]
+
+
+def _scope60k_record(split: str, i: int, problem: str, answer: str, previous: list[dict]) -> dict:
+    """Record i of a SCOPE-60K stand-in split: question i // 13 (its text is the one of its first
+    record) answered by model i % 13; the fields the official scripts read."""
+    q, (name, skill, verbosity) = i // len(SCOPE60K_MODELS), SCOPE60K_MODELS[i % len(SCOPE60K_MODELS)]
+    if i % len(SCOPE60K_MODELS):
+        problem, answer = previous[-1]["prompt"], previous[-1]["gt"]
+    r = random.Random(f"scope60k-{split}-{q}")
+    difficulty = r.random()
+    r = random.Random(f"scope60k-{split}-{q}-{name}")
+    correct = r.random() < 1.0 / (1.0 + 2.718281828 ** (-6.0 * (skill - difficulty)))
+    return {"id": f"{split}_{q:05d}", "prompt": problem, "model_name": name, "is_correct": correct, "gt": answer,
+            "category": ["math", "physics", "general"][q % 3], "usage_prompt_tokens": 20 + len(problem) // 4,
+            "usage_completion_tokens": int(verbosity * (0.5 + difficulty) * (0.7 + 0.6 * r.random()))}
+
+
+INSTRUCT_KINDS = ("gsm8k", "openmathinstruct2", "magicoder", "ultrafeedback_binarized")
+
+
+def _instruct_row(kind: str, i: int, p: str, s: str, a: str, rng: random.Random) -> dict:
+    """One record of an SFT / preference stand-in in the real dataset's fields."""
+    if kind == "gsm8k":                     # openai/gsm8k (configs main / socratic)
+        return {"question": p, "answer": f"{s}\n#### {a}"}
+    if kind == "openmathinstruct2":         # nvidia/OpenMathInstruct-2
+        return {"problem": p, "generated_solution": s, "expected_answer": a, "problem_source": "augmented_math"}
+    if kind == "magicoder":                 # ise-uiuc/Magicoder-OSS-Instruct-75K
+        return {"lang": "python", "raw_index": i, "index": i, "seed": f"def f{i}(x):",
+                "openai_fingerprint": "fp_standin", "problem": f"Write a function that returns {a}.",
+                "solution": f"```python\ndef answer():\n    return {a}\n```"}
+    # HuggingFaceH4/ultrafeedback_binarized: chat-format lists, the same fields in every split
+    chosen = [{"content": p, "role": "user"}, {"content": s, "role": "assistant"}]
+    rejected = [{"content": p, "role": "user"}, {"content": _sentence(rng), "role": "assistant"}]
+    return {"prompt": p, "prompt_id": f"{i:064x}", "chosen": chosen, "rejected": rejected, "messages": chosen,
+            "score_chosen": 8.0, "score_rejected": 4.0}
+
+
 # kind → {subset: {split: n_rows}}; None = the default (unnamed) config
 DATASET_LAYOUTS = {
+    "m_preference": {None: {"train": 40}},
+    "mm_eval": {None: {"test": 42}},
+    # m-rewardbench: 2 low-resource (by the dibjudge paper config), 2 other languages, the translation subset
+    "m_rewardbench": {s: {"test": 10} for s in ("arb_Arab", "ell_Grek", "kor_Hang", "ukr_Cyrl", "translation")},
     "text": {None: {"train": 400}},
     "wikitext": {"wikitext-2-raw-v1": {"train": 600, "validation": 120, "test": 200},
                  "wikitext-103-raw-v1": {"train": 600, "validation": 120, "test": 200}},
@@ -205,6 +453,23 @@ DATASET_LAYOUTS = {
         "prealgebra", "precalculus")},
     "aime_maxwell": {None: {"train": 30}},
     "aime25": {None: {"test": 30}},
+    "mmbench": {"en": {"dev": 24}},
+    "mmstar": {None: {"val": 24}},
+    "pope": {None: {"test": 24}},
+    "scope60k": {None: {"train": 8 * 13, "anchor": 24 * 13, "test": 10 * 13}},   # questions x 13 models
+    "openhermes": {None: {"train": 60}},
+    "deepscaler": {None: {"train": 60}},
+    "aime_h4": {None: {"train": 30}},
+    "math_lighteval": {"default": {"train": 40, "test": 20}},
+    "gsm8k": {"main": {"train": 60, "test": 20}, "socratic": {"train": 20, "test": 10}},
+    "openmathinstruct2": {None: {"train": 40, "train_1M": 60, "train_2M": 20, "train_5M": 20}},
+    "magicoder": {None: {"train": 60}},
+    "ultrafeedback_binarized": {None: {s: 40 for s in ("train_prefs", "train_sft", "test_prefs", "test_sft",
+                                                        "train_gen", "test_gen")}},
+    "amc23": {None: {"test": 8}},
+    "aime2025_oc": {"AIME2025-I": {"test": 6}, "AIME2025-II": {"test": 6}},
+    "olympiadbench": {s: {"train": 8} for s in ("OE_TO_maths_en_COMP", "OE_TO_physics_en_COMP")},
+    "gpqa": {s: {"train": 8} for s in ("gpqa_diamond", "gpqa_main")},
 }
 
 
@@ -216,9 +481,15 @@ def write_dataset(kind: str, out: Path, seed: int = 0) -> None:
         sub = subset or "default"
         files = []
         for split, n in splits.items():
+            if kind in IMAGE_DATASETS:      # parquet with an Image feature, as the hub's image datasets
+                path = out / sub / f"{split}.parquet"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                _write_image_parquet(_rows(kind, split, n, rng, subset), path)
+                files.append({"split": split, "path": f"{sub}/{split}.parquet"})
+                continue
             path = out / sub / f"{split}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("".join(json.dumps(r) + "\n" for r in _rows(kind, split, n, rng)))
+            path.write_text("".join(json.dumps(r) + "\n" for r in _rows(kind, split, n, rng, subset)))
             files.append({"split": split, "path": f"{sub}/{split}.jsonl"})
         configs.append({"config_name": sub, "data_files": files})
     header = yaml.safe_dump({"configs": configs}, sort_keys=False)

@@ -23,14 +23,6 @@ pytestmark = pytest.mark.paper_path
 
 READY = overlay_papers()
 NOT_YET = {  # paper → what is missing on its paper path (it has no stand-in overlay yet)
-    "asag": "decode refuses the hub reasoning model",
-    "remoe": "router fine-tuning of a hub MoE not implemented",
-    "efficient_dlm": "data refuses a hub corpus; no lm-eval model for the block decoder",
-    "rl_sgd": "no hub model code (random TinyLMs at paper widths)",
-    "pid": "no multimodal evaluation backend",
-    "dibjudge": "train refuses a hub judge",
-    "fusionroute": "sft / cdpo / evaluate refuse hub experts",
-    "scope": "outcomes / route refuse non-generated data",
 }
 
 

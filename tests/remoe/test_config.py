@@ -41,8 +41,9 @@ BAD = [  # (dotted key, value, the one-line message)
     ("analysis.policies", [], "config key 'remoe.analysis.policies': [] has fewer than 1 items"),
     ("analysis.backend", "redis", "config key 'remoe.analysis.backend': 'redis' is not one of ['native', 'cachetools']"),
     ("analysis.capacities", [0], "config key 'remoe.analysis.capacities[0]': 0 is less than the minimum of 1"),
-    ("hub.vllm_cpu_offload_gb", -1, "config key 'remoe.hub.vllm_cpu_offload_gb': -1.0 is less than the minimum of 0"),
-    ("hub.gguf_quant", ["Q4_K_M"], "config key 'remoe.hub.gguf_quant': expected str, got ['Q4_K_M']"),
+    ("hub.grad_accum", -1, "config key 'remoe.hub.grad_accum': -1 is less than the minimum of 0"),
+    ("hub.gguf_quant", "Q4_K_M", "unknown config key 'remoe.hub.gguf_quant'"),   # serving is not run here
+    ("hub.lm_eval_tasks", "gsm8k", "config key 'remoe.hub.lm_eval_tasks': expected a list, got 'gsm8k'"),
     ("hub.seq_len", -1, "config key 'remoe.hub.seq_len': -1 is less than the minimum of 0"),
 ]
 
@@ -54,7 +55,7 @@ def test_bad_value_is_one_line_naming_the_key(path, value, message):
 
 def test_accepted_edge_values_agree_with_the_generated_schema():
     CASES.assert_accepted([("pretrain.hub_id", "deepseek-ai/DeepSeek-V2-Lite-Chat"), ("data.mean_segment", 1),
-                           ("hub.gguf_quant", "Q4_K_M"), ("hub.n_train", 0), ("finetune.warm_frac", 0),
+                           ("hub.grad_accum", 8), ("hub.n_train", 0), ("finetune.warm_frac", 0),
                            ("pretrain.moe.n_shared", 0)])
 
 

@@ -10,8 +10,14 @@ pytestmark = pytest.mark.workflow
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "remoe", scale)
-    assert counts == {"remoe_data": 1, "remoe_pretrain": 1, "remoe_finetune": len(sec["variants"]) * len(sec["seeds"]),
-                      "remoe_trace": 1, "remoe_analyze": 1, "claims": 1}
+    n_ft = len(sec["variants"]) * len(sec["seeds"])
+    if scale == "paper":  # the hub conversations; the second MoE's ReMoE fine-tunes and traces; lm-eval
+        assert counts == {"remoe_hub_data": 1, "remoe_pretrain": 1, "remoe_finetune": n_ft, "remoe_trace": 1,
+                          "remoe_eor_pretrain": 1, "remoe_eor_finetune": len(sec["seeds"]), "remoe_eor_trace": 1,
+                          "remoe_lm_eval": 1, "remoe_analyze": 1, "claims": 1}
+    else:
+        assert counts == {"remoe_data": 1, "remoe_pretrain": 1, "remoe_finetune": n_ft,
+                          "remoe_trace": 1, "remoe_analyze": 1, "claims": 1}
     names = [v["name"] for v in sec["variants"]]
     assert names == (["remoe", "ce_only"] if scale == "smoke" else ["remoe", "ce_only", "no_trust"])
     assert len(sec["seeds"]) == (3 if scale == "tiny" else 1)

@@ -66,11 +66,14 @@ def test_gate_only_finetune_changes_only_routers(tmp_path):
     assert all(np.isfinite(v) and v > 1 for v in res.values())
 
 
-def test_paper_scale_path_stops_with_one_line(tmp_path):
+def test_paper_scale_path_refuses_a_non_model_in_one_line(tmp_path):
+    """pretrain.hub_id set: the hub path loads the model (tests/remoe/test_hub.py runs it on the
+    stand-in MoEs); a directory that is not a model stops with one line and writes nothing."""
     cfg = R.PretrainConfig(model=MODEL, moe=MOE, train=TrainConfig(steps=1, batch_size=1, lr=1e-3),
-                           hub_id="deepseek-ai/DeepSeek-V2-Lite-Chat", seed=0)
-    with pytest.raises(InputError, match="pretrain.hub_id"):
-        R.pretrain(cfg, "unused", "unused", "unused")
+                           hub_id=str(tmp_path), seed=0)
+    with pytest.raises(InputError, match="not a model directory"):
+        R.pretrain(cfg, "unused", str(tmp_path / "base.pt"), str(tmp_path / "log.jsonl"))
+    assert not (tmp_path / "base.pt").exists() and not (tmp_path / "log.jsonl").exists()
 
 
 def test_bad_step_config_names_the_key():

@@ -40,7 +40,6 @@ BAD = {  # case → (dotted key changed, new value or ... = deleted, dotted key 
     "trl width 3": ("trl_check.width", 3, "trl_check.width"),
     "trl tol 0": ("trl_check.tol", 0, "trl_check.tol"),
     "match_tol < 0": ("analysis.match_tol", -0.01, "analysis.match_tol"),
-    "framework a number": ("hub.framework", 1, "hub.framework"),
     "models a string": ("hub.models", "Qwen", "hub.models"),
     "typo'd key": ("grpo.log_evry", 10, "grpo.log_evry"),
     "missing key": ("trl_check.seed", ..., "trl_check.seed"),
@@ -50,9 +49,30 @@ BAD = {  # case → (dotted key changed, new value or ... = deleted, dotted key 
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_scale_sections_validate(scale):
     data, cfg = CASES.loaded(scale)  # the generated schema accepts it too
-    assert cfg.widths == data["widths"] and cfg.grpo.loss_norm == data["grpo"]["loss_norm"]
+    assert cfg.grpo.loss_norm == data["grpo"]["loss_norm"]
     assert cfg.sft.lrs.adamw == data["sft"]["lrs"]["adamw"]
-    assert cfg.warmstart.arch.n_layers == data["warmstart"]["arch"]["n_layers"]
+    if scale == "paper":  # the hub path: hub models are the bases, no tiny-only sections
+        assert cfg.hub.models == data["hub"]["models"] and cfg.hub.rl_dataset and cfg.hub.eval_datasets
+        assert cfg.widths is cfg.prompts is cfg.warmstart is None
+        assert cfg.data.seed == data["data"]["seed"] and cfg.eval.max_new == data["eval"]["max_new"]
+    else:
+        assert cfg.widths == data["widths"] and not cfg.hub.models and cfg.data is cfg.eval is None
+        assert cfg.warmstart.arch.n_layers == data["warmstart"]["arch"]["n_layers"]
+
+
+@pytest.mark.parametrize("case", [
+    ("tiny", "hub.models", ["Qwen/Qwen2.5-Math-1.5B"], "describe the tiny path"),
+    ("tiny", "warmstart", ..., "needed when 'hub.models' is empty"),
+    ("paper", "data", ..., "'data'"),
+    ("paper", "hub.eval_datasets", [], "hub.eval_datasets"),
+    ("paper", "hub.rl_dataset", None, "hub.rl_dataset"),
+])
+def test_the_two_paths_do_not_mix(case):
+    """Tiny-only sections (widths, prompts, warmstart) are refused beside hub models, and the hub
+    path's sections are needed with them (and refused without): one line naming the keys."""
+    scale, key, value, named = case
+    msg = CASES.error(edited(section(scale), key, value))
+    assert "\n" not in msg and named in msg, msg
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

@@ -25,7 +25,7 @@ BAD = [  # (dotted path in the tiny section, new value, the whole one-line error
     ("outcomes.pool.members", ["S"], "config key 'scope.outcomes.pool.members': ['S'] has fewer than 2 items"),
     ("outcomes.pool.price_per_10k", -0.01,
      "config key 'scope.outcomes.pool.price_per_10k': -0.01 is less than the minimum of 0"),
-    ("predictor.model", None, "config 'scope.predictor.model': expected a mapping, got None"),
+    ("predictor.model", 3, "config 'scope.predictor.model': expected a mapping, got 3"),
     ("predictor.k_prompt", -1, "config key 'scope.predictor.k_prompt': -1 is less than the minimum of 0"),
     ("predictor.grpo.group", 1, "config key 'scope.predictor.grpo.group': 1 is less than the minimum of 2"),
     ("predictor.grpo.lr", 0, "config key 'scope.predictor.grpo.lr': 0.0 must be greater than 0"),
@@ -40,8 +40,13 @@ BAD = [  # (dotted path in the tiny section, new value, the whole one-line error
 def test_scale_sections_validate(scale):
     cfg = from_dict(Config, section(scale), "scope")
     assert all(isinstance(m, MemberConfig) for m in cfg.extra_members)
-    assert isinstance(cfg.predictor, PredictorConfig) and cfg.predictor.grpo.group >= 2
+    assert isinstance(cfg.predictor, PredictorConfig)
     assert cfg.outcomes.pool.unseen in cfg.outcomes.pool.members
+    if scale == "paper":   # the released predictor and outcome dataset: nothing trained or generated
+        assert cfg.predictor.hub and cfg.predictor.decode and cfg.predictor.grpo is None
+        assert not cfg.outcomes.queries.generated and set(cfg.outcomes.pool.prices) == set(cfg.outcomes.pool.members)
+    else:
+        assert cfg.predictor.grpo.group >= 2 and cfg.outcomes.queries.generated
 
 
 def test_section_class_is_this_config():
@@ -58,6 +63,18 @@ CROSS = [  # the checks relating keys (__post_init__, not in the JSON schema): t
      "config key 'scope.outcomes.pool.unseen': 'L3' is not among pool.members ['XS', 'S', 'Mq', 'M', 'L', 'L2']"),
     ("extra_members.1.name", "XS", "config key 'scope.extra_members': names must be unique, got ['XS', 'XS', 'L2']"),
     ("extra_members.0.train", None, "config key 'scope.extra_members.XS': needs hub, or model+train+mix_arith"),
+    ("predictor.model", None,
+     "config key 'scope.predictor.model': needed to train the predictor (predictor.hub is null)"),
+    ("predictor.hub", "org/p",
+     "config key 'scope.predictor.decode': needed to sample the hub predictor 'org/p'"),
+    ("outcomes.queries.seed", None,
+     "config key 'scope.outcomes.queries': source 'generated' needs ['seed']"),
+    ("outcomes.queries.source", "org/data",
+     "config key 'scope.outcomes.queries': ['n_anchor', 'n_train', 'n_test', 'max_ops', 'max_digits', 'ops', "
+     "'rev_min', 'rev_max', 'seed'] are generator keys, unused with the outcome dataset 'org/data' (its splits "
+     "are the dataset's)"),
+    ("outcomes.pool.price_per_10k", None,
+     "config key 'scope.outcomes.pool.price_per_10k': needed with generated queries"),
 ]
 
 

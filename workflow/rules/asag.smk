@@ -5,7 +5,8 @@ ASAG_DIR = f"{RESULTS}/{{scale}}/asag"
 
 
 rule asag_data:
-    """Synthetic problems and over-thinking traces (train) and held-out problems (test)."""
+    """Synthetic problems and over-thinking traces (train) and held-out problems (test); paper
+    scale: the paper's benchmarks (`paper.benchmarks`) through `datasets`."""
     input:
         code=code("asag", "data"),
     output:
@@ -16,8 +17,9 @@ rule asag_data:
         f"{ASAG_DIR}/benchmarks/asag_data.tsv"
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "asag", "data")),
+        paper=lambda wc: as_json(hp(wc.scale, "asag", "paper")),
     shell:
-        "python -m methods.asag data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.asag data --config {params.cfg:q} --paper {params.paper:q} --out {output} > {log} 2>&1"
 
 
 rule asag_train:
@@ -42,7 +44,8 @@ rule asag_train:
 
 
 rule asag_decode:
-    """Greedy decoding of the test problems under one policy (vanilla, DEER, ASAG, ...)."""
+    """Greedy decoding of the test problems under one policy (vanilla, DEER, ASAG, ...); paper
+    scale: every hub LRM of `paper.models` on the benchmarks (methods/asag/hub.py)."""
     input:
         model=f"{ASAG_DIR}/model",
         data=f"{ASAG_DIR}/data",
@@ -58,17 +61,20 @@ rule asag_decode:
     params:
         runtime=runtime_of(asag_decode_job),
         cfg=lambda wc: as_json(hp(wc.scale, "asag", "decode")),
+        paper=lambda wc: as_json(hp(wc.scale, "asag", "paper")),
     resources:
         **sized(asag_decode_job),
     shell:
-        "python -m methods.asag decode --config {params.cfg:q} --model {input.model} --data {input.data} "
-        "--policy {wildcards.policy} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.asag decode --config {params.cfg:q} --paper {params.paper:q} --model {input.model} "
+        "--data {input.data} --policy {wildcards.policy} --out {output} --threads {threads} "
+        "--runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule asag_report:
     """Acc / Len / CR / exits per policy, the pre-study, claim metrics and the figure."""
     input:
         runs=lambda wc: asag_runs(wc.scale),
+        model=f"{ASAG_DIR}/model",
         code=code("asag", "report"),
     output:
         table=f"{ASAG_DIR}/table.csv",
@@ -87,7 +93,8 @@ rule asag_report:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "asag", "analysis")),
     shell:
-        "python -m methods.asag report --config {params.cfg:q} --runs {input.runs} --table {output.table} "
+        "python -m methods.asag report --config {params.cfg:q} --runs {input.runs} --model {input.model} "
+        "--table {output.table} "
         "--summary {output.summary} --figure {output.figure} > {log} 2>&1"
 
 

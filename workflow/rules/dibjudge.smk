@@ -6,7 +6,9 @@ DIBJUDGE_DIR = f"{RESULTS}/{{scale}}/dibjudge"
 
 
 rule dibjudge_data:
-    """Train / ID / Bias Suite / adversarial pairs and their proxy labels (length, NLL, TTR bins)."""
+    """Train / ID / Bias Suite / adversarial pairs and their proxy labels (length, NLL, TTR bins):
+    synthetic languages, or at paper scale the hub datasets with the judge LM's round-trip
+    translations and NLLs (methods/dibjudge/hub_data.py)."""
     input:
         code=code("dibjudge", "data"),
     output:
@@ -17,8 +19,13 @@ rule dibjudge_data:
         f"{DIBJUDGE_DIR}/benchmarks/dibjudge_data.tsv"
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "dibjudge", "data")),
+        hub=lambda wc: as_json(hp(wc.scale, "dibjudge", "train")["hub"]),
+        runtime=runtime_of(dibjudge_data_job),
+    resources:
+        **sized(dibjudge_data_job),
     shell:
-        "python -m methods.dibjudge data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.dibjudge data --config {params.cfg:q} --hub {params.hub:q} --out {output} "
+        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule dibjudge_train:

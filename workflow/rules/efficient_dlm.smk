@@ -17,8 +17,9 @@ rule efficient_dlm_data:
         f"{EFFICIENT_DLM_DIR}/benchmarks/efficient_dlm_data.tsv"
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "efficient_dlm", "data")),
+        extra=lambda wc: efficient_dlm_data_args(wc.scale),
     shell:
-        "python -m methods.efficient_dlm data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.efficient_dlm data --config {params.cfg:q} --out {output} {params.extra} > {log} 2>&1"
 
 
 rule efficient_dlm_train_ar:
@@ -83,10 +84,11 @@ rule efficient_dlm_eval:
     params:
         runtime=runtime_of(efficient_dlm_eval_job),
         cfg=lambda wc: as_json(hp(wc.scale, "efficient_dlm", "eval")),
+        hub=lambda wc: as_json(efficient_dlm_hub(wc.scale)),
     resources:
         **sized(efficient_dlm_eval_job),
     shell:
-        "python -m methods.efficient_dlm evaluate --config {params.cfg:q} --ar {input.ar} "
+        "python -m methods.efficient_dlm evaluate --config {params.cfg:q} --hub {params.hub:q} --ar {input.ar} "
         "--convs {input.convs} --data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 

@@ -20,7 +20,7 @@ rule fusionroute_gen_data:
     benchmark:
         f"{FUSIONROUTE_DIR}/benchmarks/fusionroute_gen_data.tsv"
     params:
-        cfg=lambda wc: as_json(fusionroute_section(wc.scale, "data", wc.seed)),
+        cfg=lambda wc: as_json(fusionroute_data_cfg(wc.scale, wc.seed)),
     shell:
         "python -m methods.fusionroute data --config {params.cfg:q} --out {output} > {log} 2>&1"
 

@@ -60,11 +60,12 @@ rule pid_decide:
         f"{PID_DIR}/benchmarks/pid_decide.tsv"
     params:
         runtime=runtime_of(pid_decide_job),
-        cfg=lambda wc: as_json(hp(wc.scale, "pid", "train")),
+        cfg=lambda wc: as_json(pid_decide_cfg(wc.scale)),
+        models=lambda wc: pid_models_arg(wc.scale),
     resources:
         **sized(pid_decide_job),
     shell:
-        "python -m methods.pid decide --config {params.cfg:q} --data {input.data} --models {input.models} "
+        "python -m methods.pid decide --config {params.cfg:q} --data {input.data} {params.models} "
         "--out {output.decisions} --interventions {output.interventions} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
@@ -103,10 +104,11 @@ rule pid_reweight:
     params:
         runtime=runtime_of(pid_reweight_job),
         cfg=lambda wc: as_json(pid_reweight_cfg(wc.scale)),
+        models=lambda wc: pid_models_arg(wc.scale),
     resources:
         **sized(pid_reweight_job),
     shell:
-        "python -m methods.pid reweight --config {params.cfg:q} --data {input.data} --models {input.models} "
+        "python -m methods.pid reweight --config {params.cfg:q} --data {input.data} {params.models} "
         "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 

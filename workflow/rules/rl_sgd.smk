@@ -1,5 +1,6 @@
-# rl_sgd (arXiv 2602.07729): SGD vs AdamW in GRPO on a verifiable addition task — prompts,
-# AdamW warm start per width, GRPO runs per optimizer × lr × seed, bf16/fp32 update sparsity,
+# rl_sgd (arXiv 2602.07729): SGD vs AdamW in GRPO with a verifiable reward (tiny: an addition task,
+# AdamW warm start per width; paper: hub math models on DeepScaleR) — prompts, a base per width or
+# hub model, GRPO runs per optimizer × lr × seed, bf16/fp32 update sparsity,
 # the SFT-continuation contrast, the trl GRPOTrainer cross-check, figures and claims R1–R5.
 include: "helpers/rl_sgd.smk"  # its config helpers and GPU job sizers
 RL_SGD_DIR = f"{RESULTS}/{{scale}}/rl_sgd"
@@ -16,53 +17,54 @@ rule rl_sgd_prompts:
     benchmark:
         f"{RL_SGD_DIR}/benchmarks/rl_sgd_prompts.tsv"
     params:
-        cfg=lambda wc: as_json(hp(wc.scale, "rl_sgd", "prompts")),
+        cfg=lambda wc: as_json(rl_sgd_prompts_cfg(wc.scale)),
     shell:
         "python -m methods.rl_sgd prompts --config {params.cfg:q} --out {output} > {log} 2>&1"
 
 
 rule rl_sgd_warmstart:
-    """AdamW SFT warm start of one width, rounded to bf16."""
+    """The base d<width> (tiny: AdamW SFT warm start, rounded to bf16) or m<i> (hub model i of
+    hub.models in bf16, scored on the held-out sets)."""
     input:
         data=f"{RL_SGD_DIR}/data",
         code=code("rl_sgd", "warmstart"),
     output:
-        directory(f"{RL_SGD_DIR}/base/d{{rs_w}}"),
+        directory(f"{RL_SGD_DIR}/base/{{rs_b}}"),
     log:
-        f"{RL_SGD_DIR}/logs/warmstart_d{{rs_w}}.log",
+        f"{RL_SGD_DIR}/logs/warmstart_{{rs_b}}.log",
     benchmark:
-        f"{RL_SGD_DIR}/benchmarks/rl_sgd_warmstart__d{{rs_w}}.tsv"
+        f"{RL_SGD_DIR}/benchmarks/rl_sgd_warmstart__{{rs_b}}.tsv"
     wildcard_constraints:
-        rs_w=r"\d+",
+        rs_b=r"d\d+|m\d+",
     params:
         runtime=runtime_of(rl_sgd_warmstart_job),
-        cfg=lambda wc: as_json(rl_sgd_warmstart_cfg(wc.scale)),
+        cfg=lambda wc: as_json(rl_sgd_warmstart_cfg(wc.scale, wc.rs_b)),
     resources:
         **sized(rl_sgd_warmstart_job),
     shell:
-        "python -m methods.rl_sgd warmstart --config {params.cfg:q} --width {wildcards.rs_w} "
+        "python -m methods.rl_sgd warmstart --config {params.cfg:q} --base_key {wildcards.rs_b} "
         "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
 rule rl_sgd_grpo:
-    """One GRPO run (optimizer, lr, seed) from the width's base."""
+    """One GRPO run (optimizer, lr, seed) from a base."""
     input:
         data=f"{RL_SGD_DIR}/data",
-        base=f"{RL_SGD_DIR}/base/d{{rs_w}}",
+        base=f"{RL_SGD_DIR}/base/{{rs_b}}",
         code=code("rl_sgd", "grpo"),
     output:
-        directory(f"{RL_SGD_DIR}/runs/d{{rs_w}}_{{rs_opt}}_lr{{rs_lr}}_s{{seed}}"),
+        directory(f"{RL_SGD_DIR}/runs/{{rs_b}}_{{rs_opt}}_lr{{rs_lr}}_s{{seed}}"),
     log:
-        f"{RL_SGD_DIR}/logs/grpo/d{{rs_w}}_{{rs_opt}}_lr{{rs_lr}}_s{{seed}}.log",
+        f"{RL_SGD_DIR}/logs/grpo/{{rs_b}}_{{rs_opt}}_lr{{rs_lr}}_s{{seed}}.log",
     benchmark:
-        f"{RL_SGD_DIR}/benchmarks/rl_sgd_grpo__d{{rs_w}}_{{rs_opt}}_lr{{rs_lr}}_s{{seed}}.tsv"
+        f"{RL_SGD_DIR}/benchmarks/rl_sgd_grpo__{{rs_b}}_{{rs_opt}}_lr{{rs_lr}}_s{{seed}}.tsv"
     wildcard_constraints:
-        rs_w=r"\d+",
+        rs_b=r"d\d+|m\d+",
         rs_opt="adamw|sgd|sgd_mom|adam_nomom|adam_noadapt",
         rs_lr=r"[0-9.]+(e-?[0-9]+)?",
     params:
         runtime=runtime_of(rl_sgd_grpo_job),
-        cfg=lambda wc: as_json(hp(wc.scale, "rl_sgd", "grpo")),
+        cfg=lambda wc: as_json(rl_sgd_grpo_cfg(wc.scale)),
     resources:
         **sized(rl_sgd_grpo_job),
     shell:
@@ -92,11 +94,11 @@ rule rl_sgd_sparsity:
 
 
 rule rl_sgd_sft:
-    """SFT-continuation contrast (multiplication) with each optimizer, from the widest base, once
-    per seed."""
+    """SFT-continuation contrast (tiny: multiplication; hub: the RL dataset's worked solutions)
+    with each optimizer, from the widest / main base, once per seed."""
     input:
         data=f"{RL_SGD_DIR}/data",
-        base=lambda wc: f"{RESULTS}/{wc.scale}/rl_sgd/base/d{max(hp(wc.scale, 'rl_sgd', 'widths'))}",
+        base=lambda wc: rl_sgd_main_base(wc.scale),
         code=code("rl_sgd", "sft"),
     output:
         f"{RL_SGD_DIR}/sft_contrast.json",
@@ -132,9 +134,32 @@ rule rl_sgd_trl_check:
         "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
 
 
-rule rl_sgd_aggregate:
-    """Table, claim metrics (summary.json) and the two figures."""
+rule rl_sgd_lm_eval:
+    """Hub path: the lm-eval tasks (hub.lm_eval_tasks) on every base and run, one process."""
     input:
+        runs=lambda wc: rl_sgd_runs(wc.scale),
+        bases=lambda wc: rl_sgd_bases(wc.scale),
+        code=code("rl_sgd", "lm_eval"),
+    output:
+        f"{RL_SGD_DIR}/lm_eval.json",
+    log:
+        f"{RL_SGD_DIR}/logs/lm_eval.log",
+    benchmark:
+        f"{RL_SGD_DIR}/benchmarks/rl_sgd_lm_eval.tsv"
+    params:
+        runtime=runtime_of(rl_sgd_lm_eval_job),
+        cfg=lambda wc: as_json(rl_sgd_lm_eval_cfg(wc.scale)),
+    resources:
+        **sized(rl_sgd_lm_eval_job),
+    shell:
+        "python -m methods.rl_sgd lm_eval --config {params.cfg:q} --models {input.bases} {input.runs} "
+        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+
+
+rule rl_sgd_aggregate:
+    """Table, claim metrics (summary.json) and the two figures (hub path: with the lm-eval scores)."""
+    input:
+        unpack(rl_sgd_aggregate_extra),
         sparsity=f"{RL_SGD_DIR}/sparsity.json",
         sft=f"{RL_SGD_DIR}/sft_contrast.json",
         trl=f"{RL_SGD_DIR}/trl_check.json",
@@ -160,10 +185,11 @@ rule rl_sgd_aggregate:
         f"{RL_SGD_DIR}/benchmarks/rl_sgd_aggregate.tsv"
     params:
         cfg=lambda wc: as_json(rl_sgd_analysis_cfg(wc.scale)),
+        lm_eval=lambda wc, input: f"--lm_eval {input.lm_eval}" if "lm_eval" in input.keys() else "",
     shell:
         "python -m methods.rl_sgd aggregate --config {params.cfg:q} --sparsity {input.sparsity} "
         "--sft {input.sft} --trl {input.trl} --table {output.table} --summary {output.summary} "
-        "--fig_acc {output.fig_acc} --fig_width {output.fig_width} > {log} 2>&1"
+        "--fig_acc {output.fig_acc} --fig_width {output.fig_width} {params.lm_eval} > {log} 2>&1"
 
 
 FIGURES["rl_sgd"] = lambda scale: [

@@ -10,17 +10,30 @@ def dibjudge_metrics(scale):
 
 
 # ---- GPU job sizes
+def dibjudge_data_job(wc):
+    """Paper scale: the judge LM's NLL of every training response and two translations (to
+    English and back) of both responses of up to n_test non-English pairs per group and
+    benchmark; None (no GPU) with the synthetic data."""
+    t, d = hp(wc.scale, "dibjudge", "train"), hp(wc.scale, "dibjudge", "data")
+    if not t["hub"]["judge"]:
+        return None
+    judge, seq = hub_spec(t["hub"]["judge"]), t["model"]["max_len"]
+    n_mt = 2 * 2 * 2 * d["n_test"] * len(t["hub"]["eval_data"])   # 2 groups x 2 responses x 2 directions
+    return R.infer_job([R.Infer(judge, seqs=2 * t["hub"]["train_pairs"], prompt=seq, batch=8),
+                        R.Infer(judge, seqs=n_mt, prompt=R.PROMPT_TOKENS, gen=R.PROMPT_TOKENS, batch=8)],
+                       label="dibjudge_data")
+
+
 def dibjudge_train_job(wc):
-    """Paper scale: the judge with LoRA r16, and (DIB variants) the bottleneck encoder
-    trained in full, on pairs of up to max_len tokens, once per seed."""
+    """Paper scale: the judge with LoRA r16 on both responses of batch_size pairs per step (one
+    forward), and (DIB variants) the frozen encoder's forward over the responses (at most half
+    of max_len tokens each), once per seed."""
     t = hp(wc.scale, "dibjudge", "train")
     judge, seq = hub_spec(t["hub"]["judge"]), t["model"]["max_len"]
-    tokens = len(t["seeds"]) * t["steps"] * t["batch_size"] * seq
-    enc_bytes = enc_s = 0.0
+    seqs = len(t["seeds"]) * t["steps"] * 2 * t["batch_size"]
+    also = ()
     if wc.variant != "sft":
         enc = hub_spec(t["hub"]["encoder"])
-        enc_bytes = R.train_state_bytes(enc) + R.activation_bytes(enc, 1, seq)
-        enc_s = R.compute_seconds(R.train_flops(enc, tokens, seq), "train")
-    return R.train_job(judge, tokens=tokens, seq=seq, batch=t["batch_size"],
-                       trainable=R.lora_params(judge) / R.param_count(judge), extra_bytes=enc_bytes,
-                       extra_seconds=enc_s, label="dibjudge_train")
+        also = (R.Infer(enc, seqs=seqs, prompt=seq // 2, batch=2 * t["batch_size"]),)
+    return R.train_job(judge, tokens=seqs * seq, seq=seq, batch=2 * t["batch_size"],
+                       trainable=R.lora_params(judge) / R.param_count(judge), also=also, label="dibjudge_train")

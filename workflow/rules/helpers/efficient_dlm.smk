@@ -11,8 +11,30 @@ def efficient_dlm_conversions(scale):
 
 
 def efficient_dlm_convert_cfg(scale, seed):
-    """The convert section plus the conversion seed."""
-    return {**hp(scale, "efficient_dlm", "convert"), "seed": int(seed)}
+    """The convert section plus the conversion seed; where `hub.train_tokens` is set (paper
+    scale) it fixes the steps: ceil(train_tokens / (batch_size × seq_len))."""
+    c = hp(scale, "efficient_dlm", "convert")
+    tokens = hp(scale, "efficient_dlm", "hub").get("train_tokens")
+    if tokens:
+        per_step = c["train"]["batch_size"] * c["seq_len"]
+        c = {**c, "train": {**c["train"], "steps": -(-int(tokens) // per_step)}}
+    return {**c, "seed": int(seed)}
+
+
+def efficient_dlm_data_args(scale):
+    """Paper scale (`data.corpus` set): the AR base's tokenizer and the token budget of the corpus shards."""
+    import shlex
+
+    if not hp(scale, "efficient_dlm", "data", "corpus"):
+        return ""
+    args = f"--tokenizer {shlex.quote(str(hp(scale, 'efficient_dlm', 'ar', 'hub_id')))}"
+    tokens = hp(scale, "efficient_dlm", "hub")["train_tokens"]
+    return args + (f" --tokens {int(tokens)}" if tokens else "")
+
+
+def efficient_dlm_hub(scale):
+    """The hub section (paper scale: lm-eval tasks and AR baselines of the evaluation)."""
+    return hp(scale, "efficient_dlm", "hub")
 
 
 # ---- GPU job sizes
@@ -30,7 +52,7 @@ def efficient_dlm_train_ar_job(wc):
 
 
 def efficient_dlm_convert_job(wc):
-    c = hp(wc.scale, "efficient_dlm", "convert")
+    c = efficient_dlm_convert_cfg(wc.scale, 0)
     return R.train_job(efficient_dlm_model_spec(wc.scale), tokens=train_tokens(c["train"], c["seq_len"]),
                        seq=c["seq_len"], batch=c["train"]["batch_size"], optimizer=c["train"]["optimizer"],
                        label="efficient_dlm_convert")

@@ -16,6 +16,15 @@ def fusionroute_cfg(scale, section, seed, **extra):
     return {**fusionroute_section(scale, section, seed), "hub": hp(scale, "fusionroute", "hub"), **extra}
 
 
+def fusionroute_data_cfg(scale, seed):
+    """The data step's section; at paper scale (hub router named) with the `hub` section beside
+    it (the SFT records come from hub.datasets), below exactly the data section."""
+    cfg = fusionroute_section(scale, "data", seed)
+    if hp(scale, "fusionroute", "hub")["router_base"]:
+        return {**cfg, "hub": hp(scale, "fusionroute", "hub")}
+    return cfg
+
+
 def fusionroute_train_seed(seed):
     """The data-mixture / batch-order seed of the expert and router steps of replicate `seed`."""
     from methods.fusionroute.config import SEED_STRIDE
@@ -54,7 +63,7 @@ def fusionroute_model_specs(scale):
 
 def fusionroute_seq_len(scale):
     cfg = hp(scale, "fusionroute")
-    return R.SEQ_TOKENS if cfg["hub"]["router_base"] else cfg["router"]["model"]["max_seq_len"]
+    return (cfg["router"].get("max_len") or R.SEQ_TOKENS) if cfg["hub"]["router_base"] else cfg["router"]["model"]["max_seq_len"]
 
 
 def fusionroute_sft_router_job(wc):

@@ -4,8 +4,16 @@
 # them out of rules files.
 
 
+def pid_hub(scale):
+    """Paper scale: hub VL models and benchmarks (no tiny fusion models are trained)."""
+    return bool(hp(scale, "pid", "hub")["vl_models"])
+
+
 def pid_models(scale):
-    """One model file per VL mixture weighting, plus the omni (tri-modal) model."""
+    """One model file per VL mixture weighting, plus the omni (tri-modal) model; none at paper
+    scale, where the models are the hub's."""
+    if pid_hub(scale):
+        return []
     return [f"{RESULTS}/{scale}/pid/models/{m}.pt" for m in [*sorted(hp(scale, "pid", "train", "mixes")), "omni"]]
 
 
@@ -14,7 +22,22 @@ def pid_data_cfg(scale):
 
 
 def pid_reweight_cfg(scale):
+    if pid_hub(scale):
+        return {k: hp(scale, "pid", k) for k in ("data", "train", "pid", "reweight", "hub")}
     return {k: hp(scale, "pid", k) for k in ("train", "pid", "reweight")}
+
+
+def pid_decide_cfg(scale):
+    """The decide step's config: the train section (tiny), or data + hub (paper scale)."""
+    if pid_hub(scale):
+        return {"data": hp(scale, "pid", "data"), "hub": hp(scale, "pid", "hub")}
+    return hp(scale, "pid", "train")
+
+
+def pid_models_arg(scale):
+    """`--models <files>` (tiny), nothing at paper scale (the hub models are in the config)."""
+    models = pid_models(scale)
+    return "--models " + " ".join(models) if models else ""
 
 
 # ---- GPU job sizes
@@ -25,24 +48,18 @@ def pid_lora_job(scale, model_id, tokens, batch, label):
 
 
 def pid_train_job(wc):
-    """Paper scale (the step itself is not implemented yet): a LoRA fine-tune of the VL base
-    (the omni model for `omni`) under one mixture weighting."""
-    h, t = hp(wc.scale, "pid", "hub"), hp(wc.scale, "pid", "train")
-    model = h["omni_models"][0] if wc.pid_mix == "omni" else h["lora_base"]
-    if not model:
-        return R.train_job(R.ModelSpec(t["hidden"], 1, 1, 1, t["hidden"], R.CHAR_VOCAB),
-                           tokens=t["steps"] * t["batch_size"], seq=1, batch=t["batch_size"], label="pid_train")
-    return pid_lora_job(wc.scale, model, t["steps"] * t["batch_size"] * R.VL_ITEM_TOKENS, t["batch_size"], "pid_train")
+    """The tiny fusion model (the step is not in the paper-scale DAG: the models are the hub's)."""
+    t = hp(wc.scale, "pid", "train")
+    return R.train_job(R.ModelSpec(t["hidden"], 1, 1, 1, t["hidden"], R.CHAR_VOCAB),
+                       tokens=t["steps"] * t["batch_size"], seq=1, batch=t["batch_size"], label="pid_train")
 
 
 def pid_decide_job(wc):
-    """Every VL and omni model's decisions on every benchmark's test items under three maskings
-    (both modalities, vision only, text only), one model at a time."""
-    h, n = hp(wc.scale, "pid", "hub"), hp(wc.scale, "pid", "data", "n_test")
-    works = [R.Infer(hub_spec(m), seqs=3 * n * len(h["benchmarks"]), prompt=R.VL_ITEM_TOKENS, gen=1, batch=8)
-             for m in h["vl_models"]]
-    works += [R.Infer(hub_spec(m), seqs=3 * n * len(h["omni_benchmarks"]), prompt=R.VL_ITEM_TOKENS, gen=1, batch=8)
-              for m in h["omni_models"]]
+    """Every VL model's decisions on every benchmark's profile and test items under three maskings
+    (none, text span, image), one model at a time."""
+    h, d = hp(wc.scale, "pid", "hub"), hp(wc.scale, "pid", "data")
+    works = [R.Infer(hub_spec(m), seqs=(d["n_profile"] + 3 * d["n_test"]) * len(h["benchmarks"]),
+                     prompt=R.VL_ITEM_TOKENS, gen=1, batch=8) for m in h["vl_models"]]
     return R.infer_job(works, label="pid_decide")
 
 

@@ -20,7 +20,7 @@ def scope_route_cfg(scale):
 # ---- GPU job sizes
 def scope_predictor_spec(scale):
     p = hp(scale, "scope", "predictor")
-    return own_or_hub(p["hub"], p["model"])
+    return own_or_hub(p["hub"], p.get("model"))
 
 
 def scope_member_job(wc):
@@ -47,6 +47,8 @@ def scope_outcomes_job(wc):
 
 def scope_sft_job(wc):
     p = hp(wc.scale, "scope", "predictor")
+    if p["hub"]:
+        return None  # the released predictor: a pointer, nothing trained
     seq = R.SEQ_TOKENS if p["hub"] else p["model"]["max_seq_len"]
     return R.train_job(scope_predictor_spec(wc.scale), tokens=train_tokens(p["sft"], seq), seq=seq,
                        batch=p["sft"]["batch_size"], label="scope_sft")
@@ -55,6 +57,8 @@ def scope_sft_job(wc):
 def scope_grpo_job(wc):
     """steps x prompts x group rollouts of the predictor (its reasoning, up to the pool's
     max_new_tokens), scored and trained on, with the frozen SFT model as the KL reference."""
+    if hp(wc.scale, "scope", "predictor")["hub"]:
+        return None  # the released predictor (already SFT + GRPO): a pointer, nothing trained
     g, s = hp(wc.scale, "scope", "predictor", "grpo"), scope_predictor_spec(wc.scale)
     gen = hp(wc.scale, "scope", "outcomes", "pool", "max_new_tokens")
     seqs, seq = g["steps"] * g["prompts"] * g["group"], R.PROMPT_TOKENS + gen
@@ -65,9 +69,24 @@ def scope_grpo_job(wc):
                        extra_bytes=R.weight_bytes(s) if g["beta"] else 0.0, label="scope_grpo")
 
 
+# the outcome dataset's test questions (the official repository's README: 252 in-distribution test
+# questions), for sizing only: the step reads the split as it is
+SCOPE_DATASET_TEST_QUESTIONS = 252
+
+
 def scope_route_job(wc):
-    """Predictions of the three predictors (RL, SFT, no-anchor SFT) for every test query and pool model."""
-    outcomes = hp(wc.scale, "scope", "outcomes")
+    """Predictions of the three predictors (RL, SFT, no-anchor SFT) for every test query and pool
+    model; the released predictor (hub) runs twice (k anchors, shared by its SFT and RL pointers,
+    and k = 0), generating its reasoning (up to decode.max_new_tokens), plus two scoring passes."""
+    outcomes, p = hp(wc.scale, "scope", "outcomes"), hp(wc.scale, "scope", "predictor")
+    if p["hub"]:
+        d, n_models = p["decode"], len(outcomes["pool"]["members"])
+        seqs = SCOPE_DATASET_TEST_QUESTIONS * n_models
+        s = scope_predictor_spec(wc.scale)
+        gen = R.Infer(s, seqs=seqs, prompt=R.PROMPT_TOKENS * 4, gen=d["max_new_tokens"], batch=d["batch_size"])
+        # scoring P(yes)/P(no): 4 sequences at a time (methods/scope/run.py SCORE_BATCH)
+        score = R.Infer(s, seqs=2 * seqs, prompt=R.PROMPT_TOKENS * 4 + d["max_new_tokens"], batch=4)
+        return R.infer_job([gen, gen, score, score], label="scope_route")
     n = outcomes["queries"]["n_test"] * len(outcomes["pool"]["members"])
     gen = outcomes["pool"]["max_new_tokens"]
     w = R.Infer(scope_predictor_spec(wc.scale), seqs=n, prompt=R.PROMPT_TOKENS, gen=gen, batch=R.DECODE_BATCH)
