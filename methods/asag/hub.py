@@ -30,10 +30,11 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from methods.core.answers import last_boxed
 from methods.core.results import InputError
 
 from .config import DecodeConfig, PaperConfig, Policy
-from .grade import correct, last_boxed
+from .grade import correct
 from .signals import (
     CONTINUE,
     EXIT,

@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Callable
 
+from .llm import LLMError
 from .results import InputError
 
 
@@ -24,7 +25,9 @@ def set_threads(n: int) -> None:
 
 
 def main(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
-    """Parse argv; call the sub-command's `func(args)`; turn InputError into a one-line exit 2."""
+    """Parse argv; call the sub-command's `func(args)`; turn InputError, and an LLM endpoint's
+    failure (`llm.LLMError`: unreachable, HTTP 4xx, retries spent on 5xx, a malformed answer; its
+    message names the URL), into a one-line exit 2."""
     args = parser.parse_args(argv)
     func: Callable | None = getattr(args, "func", None)
     if func is None:
@@ -50,6 +53,9 @@ def main(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
         func(args)
     except InputError as e:
         print(f"{parser.prog} {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except LLMError as e:
+        print(f"{parser.prog} {args.command}: error: LLM endpoint: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     finally:
         if dist is not None:

@@ -562,8 +562,23 @@ _SPEC_KEYS = {  # backend -> (required, optional) keys of a make_llm spec
 
 def make_llm(spec: dict) -> LLM:
     """Build an LLM from a config dict, e.g. {"backend": "hf", "model": "path/to/dir"} or
-    {"backend": "openai", "base_url": "http://host:8000/v1", "model": "name"}."""
+    {"backend": "openai", "base_url": "http://host:8000/v1", "model": "name"}.
+
+    A served model of the DAG (methods/core/serving/) is {"backend": "openai", "base_url_file":
+    <its address file>, ...} instead of `base_url`: base_url (and, where the spec names none,
+    the served model name) are read from the file, waiting up to `wait_s` (default 3600) s for it
+    to appear; the address lands on the backend as `served` (for provenance)."""
     spec = dict(spec)
+    served = None
+    if spec.get("backend") == "openai" and "base_url_file" in spec:
+        from .serving import read_address
+
+        if spec.get("base_url") is not None:
+            raise InputError("LLM spec gives both base_url and base_url_file")
+        wait_s = spec.pop("wait_s", 3600.0)
+        served = read_address(spec.pop("base_url_file"), wait_s=float(wait_s))
+        spec["base_url"] = served["base_url"]
+        spec.setdefault("model", served["model"])
     backend = spec.pop("backend", None)
     if backend not in _SPEC_KEYS:
         raise InputError(f"unknown LLM backend {backend!r} (expected one of {sorted(_SPEC_KEYS)})")
@@ -578,4 +593,28 @@ def make_llm(spec: dict) -> LLM:
         raise InputError(f"LLM spec for backend {backend!r} has unknown key(s): {unknown}{hint}")
     if backend == "hf":
         return HFBackend(spec.pop("model"), **spec)
-    return OpenAIBackend(spec.pop("base_url"), spec.pop("model"), **spec)
+    llm = OpenAIBackend(spec.pop("base_url"), spec.pop("model"), **spec)
+    if served is not None:
+        llm.served = {k: served.get(k) for k in ("name", "engine", "model", "host", "pid", "gpus")}
+    return llm
+
+
+def llm_provenance(llm: Any, sampling: dict | None = None) -> dict:
+    """What answered and how it was asked, for a result's provenance: backend, model, endpoint
+    (scheme://host:port/path only: no credentials, no query), the served model's address where
+    the DAG served it, and the sampling parameters. Never an API key (nor its variable's value)."""
+    from urllib.parse import urlsplit
+
+    out: dict[str, Any] = {"backend": type(llm).__name__}
+    if isinstance(llm, OpenAIBackend):
+        u = urlsplit(llm.base_url)
+        host = u.hostname or ""
+        out.update(model=llm.model,
+                   base_url=f"{u.scheme}://{host}{f':{u.port}' if u.port else ''}{u.path}")
+        if getattr(llm, "served", None):
+            out["served"] = dict(llm.served)
+    elif isinstance(llm, HFBackend):
+        out["model"] = getattr(getattr(llm.model, "config", None), "_name_or_path", None)
+    if sampling is not None:
+        out["sampling"] = dict(sampling)
+    return out

@@ -23,6 +23,8 @@ def job_rows(jobs) -> list[dict]:
         paper = Path(str(job.rule.snakefile)).stem
         if paper == "report":
             paper = job.wildcards.get("paper", "report") if hasattr(job.wildcards, "get") else "report"
+        elif paper == "serving":  # a served model (workflow/rules/serving.smk) counts to the paper using it
+            paper = job.wildcards.get("serve_paper", "serving") if hasattr(job.wildcards, "get") else "serving"
         rows.append({"paper": paper, "rule": job.rule.name, "gpus": int(res.get("gpu", 0) or 0),
                      "nodes": int(res.get("nodes", 1) or 1), "runtime": int(res.get("runtime", 0) or 0)})
     return rows

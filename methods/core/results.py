@@ -116,9 +116,14 @@ def _version(pkg: str) -> str | None:
         return None
 
 
-def provenance(cfg: Any = None, seed: int | None = None, wall_s: float | None = None) -> dict:
+def provenance(cfg: Any = None, seed: int | None = None, wall_s: float | None = None,
+               llm: Any = None) -> dict:
+    """The provenance block. `llm`: where a result came from language models, what answered and
+    how it was sampled (`methods.core.llm.llm_provenance`, one dict or {name: dict}); absent
+    otherwise. API keys never enter it."""
     status = _git("status", "--porcelain", "--untracked-files=no")
-    return {
+    extra = {} if llm is None else {"llm": llm}
+    return {**extra,
         "git_sha": _git("rev-parse", "HEAD"),
         "git_dirty": None if status is None else bool(status),
         "packages": {p: _version(p) for p in TRACKED_PACKAGES},
@@ -133,6 +138,6 @@ def provenance(cfg: Any = None, seed: int | None = None, wall_s: float | None = 
 
 
 def write_metrics(path: str | os.PathLike, metrics: dict, cfg: Any = None,
-                  seed: int | None = None, wall_s: float | None = None) -> None:
-    """Write `metrics` with a provenance block under the key "provenance"."""
-    write_json(path, {**metrics, "provenance": provenance(cfg, seed, wall_s)})
+                  seed: int | None = None, wall_s: float | None = None, llm: Any = None) -> None:
+    """Write `metrics` with a provenance block under the key "provenance" (`llm`: see provenance)."""
+    write_json(path, {**metrics, "provenance": provenance(cfg, seed, wall_s, llm)})

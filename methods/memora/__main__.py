@@ -45,6 +45,16 @@ def _retrieve(a):
     print(f"retrieve: {step_retrieve(_cfg(a), a.store, a.policy, a.data, a.emb, a.built, a.out)}", file=sys.stderr)
 
 
+def _answer(a):
+    from .run import step_answer
+    print(f"answer: {step_answer(_cfg(a), a.store, a.policy, a.data, a.built, a.ret, a.out)}", file=sys.stderr)
+
+
+def _judge(a):
+    from .run import step_judge
+    print(f"judge: {step_judge(_cfg(a), a.data, a.answers, a.out)}", file=sys.stderr)
+
+
 def _theory(a):
     from .run import step_theory
     print(f"theory: {step_theory(_cfg(a), a.data, a.emb, a.out)}", file=sys.stderr)
@@ -52,7 +62,7 @@ def _theory(a):
 
 def _aggregate(a):
     from .run import step_aggregate
-    print(f"aggregate: {step_aggregate(_cfg(a), a.runs, a.builds, a.theory, a.table, a.summary, a.figure)}",
+    print(f"aggregate: {step_aggregate(_cfg(a), a.runs, a.builds, a.theory, a.table, a.summary, a.figure, a.judged)}",
           file=sys.stderr)
 
 
@@ -67,10 +77,17 @@ def build_parser():
              "data", "emb", "built", "out")
     s.add_argument("--store", required=True)
     s.add_argument("--policy", required=True)
+    s = step("answer", _answer, "answer every question from one run's retrieved memories (memora.qa.answer)",
+             "data", "built", "ret", "out")
+    s.add_argument("--store", required=True)
+    s.add_argument("--policy", required=True)
+    step("judge", _judge, "LLM-judge labels of one run's answers against the gold answers (memora.qa.judge)",
+         "data", "answers", "out")
     step("theory", _theory, "Theorem D.1: Memora reduced to flat RAG equals RAG", "data", "emb", "out")
     s = step("aggregate", _aggregate, "metrics table, claim metrics, figure", "theory", "table", "summary", "figure")
     s.add_argument("--runs", nargs="+", required=True)
     s.add_argument("--builds", nargs="+", required=True)
+    s.add_argument("--judged", nargs="*", default=[], help="judged answers (memora.qa set)")
     return p
 
 

@@ -6,8 +6,8 @@ Torch-free: loaded by file path at workflow parse time.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Literal
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
 from methods.core.config import Check, NonNegInt, PosInt
 
@@ -46,6 +46,10 @@ class LLMConfig:
     model: str | None                    # prompted: the model id served there
     api_key_env: str | None              # prompted: env var holding the key (read at request time)
     max_new_tokens: PosInt | None        # prompted: reply budget of each call (null: 512)
+    # prompted: an open model served by the DAG (an entry of memora.serving) instead of base_url; the
+    # workflow hands the step base_url_file, its address file (methods/core/serving/)
+    serve: str | None = None
+    base_url_file: str | None = None
 
 
 @dataclass
@@ -65,6 +69,23 @@ class PolicyConfig:
 
 
 @dataclass
+class QAConfig:
+    """memora.qa: answer generation from each retrieved context by the answering LLM, and the
+    LLM-judge scoring of those answers against the gold answers (LoCoMo: Mem0's CORRECT/WRONG
+    protocol, category 5 excluded; LongMemEval: its evaluate_qa yes/no protocol per question
+    type). Both are `methods.core.llm.make_llm` specs (the paper: gpt-4.1-mini answers,
+    gpt-4o-mini judges)."""
+    answer: dict[str, Any] | None        # make_llm spec of the answering LLM (required)
+    judge: dict[str, Any] | None         # make_llm spec of the judge LLM (required)
+    answer_max_new_tokens: PosInt        # reply budget of an answer
+    judge_max_new_tokens: PosInt         # reply budget of a verdict
+    seed: int
+    # the "store:policy" runs (of memora.runs) whose contexts are answered and judged
+    runs: Annotated[list[Annotated[str, Check(pattern=r"^(rag|factstore|memora|memora_noanchor):(semantic|policy)$")]],
+                    Check(min_items=1)]
+
+
+@dataclass
 class Config:
     """Memora (arXiv 2602.03315)."""
     data: DataConfig
@@ -75,3 +96,16 @@ class Config:
     # store:policy, stores rag | factstore | memora | memora_noanchor, policies semantic | policy
     runs: Annotated[list[Annotated[str, Check(pattern=r"^(rag|factstore|memora|memora_noanchor):(semantic|policy)$")]],
                     Check(min_items=1)]
+    qa: QAConfig | None = None           # answer generation + LLM judge (null: retrieval metrics only)
+    # open models served by the DAG (methods/core/serving/): {name: {model, engine, gpus, args}}; memora.llm
+    # (serve: <name>) and the qa specs (serve: <name>) use them
+    serving: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        from methods.core.serving import check_serve_refs, check_serving
+
+        self.serving = check_serving(self.serving, "memora.serving")
+        specs = [("memora.llm", {k: v for k, v in vars(self.llm).items() if v is not None})]
+        if self.qa is not None:
+            specs += [(f"memora.qa.{k}", getattr(self.qa, k)) for k in ("answer", "judge")]
+        check_serve_refs(specs, self.serving, "memora.serving")

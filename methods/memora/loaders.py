@@ -84,8 +84,10 @@ def load_longmemeval(path: str, sha256: str | None = None, limit: int | None = N
                 groups.append(marked or [tr["dia_id"] for tr in turns])
         abstain = qid.endswith("_abs")
         convs.append({"conv_id": qid, "speakers": ["user", "assistant"], "sessions": sessions})
+        # the category is LongMemEval's question type; `_abs` questions (abstention) keep their type
         qas.append({"conv_id": qid, "qid": qid, "question_date": item.get("question_date"),
-                    "category": "abstention" if abstain else item["question_type"], "category_id": None,
+                    "category": item["question_type"], "category_id": None,
+                    "question_type": item["question_type"], "abstention": abstain,
                     "question": item["question"], "answer": str(item["answer"]),
                     "evidence_groups": [] if abstain else groups,
                     "evidence": [] if abstain else sorted({t for g in groups for t in g}), "stale": None})

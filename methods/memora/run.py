@@ -25,8 +25,18 @@ def parse(cfg: dict) -> tuple[Config, DataConfig, LLMConfig, BuildConfig, Policy
     dc, lc = mc.data, mc.llm
     if dc.source != "generated" and not dc.path:
         raise InputError(f"memora.data.path is required for source {dc.source!r}")
-    if lc.kind == "prompted" and not (lc.base_url and lc.model):
-        raise InputError(f"memora.llm.kind: template, or prompted with base_url and model; got {lc.kind!r}")
+    if lc.kind == "prompted" and not (lc.base_url and lc.model) and not (lc.base_url_file or lc.serve):
+        raise InputError(f"memora.llm.kind: template, or prompted with base_url and model (or serve: a "
+                         f"memora.serving entry); got {lc.kind!r}")
+    if mc.qa is not None:
+        for key in ("answer", "judge"):
+            spec = getattr(mc.qa, key)
+            if not spec or "backend" not in spec:
+                raise InputError(f"memora.qa.{key}: a make_llm spec (with its backend) of the "
+                                 f"{'answering' if key == 'answer' else 'judge'} LLM is required, got {spec!r}")
+        extra = sorted(set(mc.qa.runs) - set(mc.runs))
+        if extra:
+            raise InputError(f"memora.qa.runs: {extra} are not in memora.runs")
     return mc, dc, lc, mc.build, mc.policy
 
 
@@ -36,15 +46,25 @@ def make_llm(lc: LLMConfig) -> memory.MemoraLLM:
     from methods.core.llm import make_llm as core_make_llm
 
     from .prompted import PromptedMemoraLLM
-    return PromptedMemoraLLM(core_make_llm({"backend": "openai", "base_url": lc.base_url, "model": lc.model,
-                                            "api_key_env": lc.api_key_env}), max_new_tokens=lc.max_new_tokens or 512)
+    # a served open model (memora.llm.serve): its address file, written by the DAG's server
+    if lc.serve and not lc.base_url_file:
+        raise InputError(f"memora.llm.serve: {lc.serve!r} is served by the DAG; the step needs its address file "
+                         "(base_url_file), which the workflow passes")
+    where = {"base_url_file": lc.base_url_file} if lc.base_url_file else {"base_url": lc.base_url}
+    return PromptedMemoraLLM(core_make_llm({"backend": "openai", **where, "api_key_env": lc.api_key_env,
+                                            **({"model": lc.model} if lc.model else {})}),
+                             max_new_tokens=lc.max_new_tokens or 512)
 
 
 def llm_stats(llm: memory.MemoraLLM) -> dict:
     """Calls of a prompted LLM and how many replies held no JSON object (read as "nothing")."""
     if not hasattr(llm, "n_calls"):
         return {}
-    return {"llm_calls": llm.n_calls, "llm_unparsed": llm.n_unparsed}
+    from methods.core.llm import llm_provenance
+
+    # and what answered (the served model's address where the DAG served it) with its sampling; no key
+    return {"llm_calls": llm.n_calls, "llm_unparsed": llm.n_unparsed,
+            "llm": llm_provenance(llm.llm, {"temperature": 0.0, "max_new_tokens": llm.max_new_tokens, "seed": llm.seed})}
 
 
 # --------------------------------------------------------------------------- steps
@@ -176,6 +196,74 @@ def step_retrieve(cfg: dict, store: str, policy: str, data: str, emb: str, built
     return {"questions": len(rows), "cache_misses": embed.misses, **llm_stats(llm)}
 
 
+def run_memories(store: str, built: dict, row: dict, conv_id: str) -> list[str]:
+    """The retrieved values of one question, in retrieval order, from the built store and the
+    ids of its retrieval row (RAG: chunk texts; the memory stores: entry values)."""
+    s = built[conv_id]
+    if store == "rag":
+        return [s["chunks"][i]["text"] for i in row["ids"]]
+    values = {e["id"]: e["value"] for e in s["entries"]}
+    return [values[i] for i in row["ids"]]
+
+
+def _qa_llm(cfg: dict, key: str):
+    from methods.core.llm import make_llm as core_make_llm
+
+    mc = parse(cfg)[0]
+    if mc.qa is None:
+        raise InputError("memora.qa is null: no answering / judge LLM configured")
+    return mc.qa, core_make_llm(getattr(mc.qa, key))
+
+
+def step_answer(cfg: dict, store: str, policy: str, data: str, built: str, ret: str, out: str) -> dict:
+    """Answer every question (LoCoMo category 5 excluded) from its retrieved memories with the
+    answering LLM (memora.qa.answer), greedy."""
+    from . import qa as qa_mod
+
+    qc, llm = _qa_llm(cfg, "answer")
+    if f"{store}:{policy}" not in qc.runs:
+        raise InputError(f"run {store}:{policy} is not in memora.qa.runs")
+    _, qas = load_data(data)
+    stores = read_json(built)["stores"]
+    rows = {r["qid"]: r for r in read_jsonl(ret)}
+    todo = [q for q in qas if not qa_mod.excluded(q)]
+    missing = [q["qid"] for q in todo if q["qid"] not in rows]
+    if missing:
+        raise InputError(f"{ret} has no retrieval for question(s) {missing[:3]}")
+    prompts = [[{"role": "user", "content": qa_mod.answer_prompt(q, run_memories(store, stores, rows[q["qid"]],
+                                                                                  q["conv_id"]))}] for q in todo]
+    replies = llm.chat(prompts, max_new_tokens=qc.answer_max_new_tokens, temperature=0.0, seed=qc.seed) if prompts else []
+    out_rows = [{"qid": q["qid"], "store": store, "policy": policy, "category": q["category"],
+                 "category_id": q.get("category_id"), "question": q["question"], "gold": q["answer"],
+                 "response": (r[0] if r else "").strip()} for q, r in zip(todo, replies)]
+    write_jsonl(out, out_rows)
+    return {"answered": len(out_rows), "excluded": len(qas) - len(todo),
+            "empty": sum(not r["response"] for r in out_rows)}
+
+
+def step_judge(cfg: dict, data: str, answers: str, out: str) -> dict:
+    """Label every generated answer against the gold answer with the judge LLM (memora.qa.judge),
+    greedy; a reply without a verdict is a judge failure (label null), kept and counted."""
+    from . import qa as qa_mod
+
+    qc, llm = _qa_llm(cfg, "judge")
+    _, qas = load_data(data)
+    by_id = {q["qid"]: q for q in qas}
+    rows = read_jsonl(answers)
+    unknown = [r["qid"] for r in rows if r["qid"] not in by_id]
+    if unknown:
+        raise InputError(f"{answers} answers question(s) not in the data: {unknown[:3]}")
+    prompts = [[{"role": "user", "content": qa_mod.judge_prompt(by_id[r["qid"]], r["response"])}] for r in rows]
+    replies = llm.chat(prompts, max_new_tokens=qc.judge_max_new_tokens, temperature=0.0, seed=qc.seed) if prompts else []
+    out_rows = []
+    for r, rep in zip(rows, replies):
+        text = rep[0] if rep else ""
+        out_rows.append({**r, "judge_reply": text, "label": qa_mod.parse_label(by_id[r["qid"]], text)})
+    write_jsonl(out, out_rows)
+    return {"judged": len(out_rows), "correct": sum(r["label"] is True for r in out_rows),
+            "failed": sum(r["label"] is None for r in out_rows)}
+
+
 def step_theory(cfg: dict, data: str, emb: str, out: str) -> dict:
     """Theorem D.1 instance: Memora with a(s) = v(s) = chunk, no anchors, policy {QUERY, STOP}
     returns the flat-RAG top-k exactly (ids, order, scores) for every question."""
@@ -276,8 +364,45 @@ def summarize(table: list[dict], entries: dict, theory: dict, rows: list[dict] |
     return m
 
 
+def judge_summary(judged_rows: list[dict]) -> dict:
+    """The LLM-judge metrics: accuracy per (run, category) and overall, judge failures, C6 (the
+    paired memora+policy - rag+semantic accuracy difference over the questions both runs got a
+    verdict on, 95% paired bootstrap) and C7 (memora+policy accuracy, 95% bootstrap)."""
+    from methods.core.stats import bootstrap_mean, paired_bootstrap_diff
+
+    from . import qa as qa_mod
+
+    table = qa_mod.accuracy_table(judged_rows)
+    m = {"judge_table": table,
+         "judge_accuracy": {f"{r['store']}:{r['policy']}": r["accuracy"] for r in table if r["category"] == "all"}}
+
+    def acc(run):
+        return m["judge_accuracy"].get(run)
+    mp, rag = acc("memora:policy"), acc("rag:semantic")
+    m["c6_judge_memora_policy"], m["c6_judge_rag"] = mp, rag
+    alls = [r for r in table if r["category"] == "all"]
+    m["n_judged"] = min((r["n"] for r in alls), default=0)
+    m["judge_failures"] = {f"{r['store']}:{r['policy']}": r["failed"] for r in alls}
+    m["judge_failure_rate"] = max((r["failed"] / r["n"] for r in alls if r["n"]), default=None)
+    lab = {}
+    for r in judged_rows:
+        if r["label"] is not None:
+            lab.setdefault(f"{r['store']}:{r['policy']}", {})[r["qid"]] = float(r["label"])
+    a, b = lab.get("memora:policy", {}), lab.get("rag:semantic", {})
+    both = sorted(set(a) & set(b))
+    # C6 is paired: the mean (correct_memora - correct_rag) over the questions both runs got a verdict on
+    m["c6_judge_policy_minus_rag"] = sum(a[q] - b[q] for q in both) / len(both) if both else None
+    m["judge_intervals"] = {}
+    if len(both) >= 2:
+        m["judge_intervals"]["c6_judge_policy_minus_rag"] = paired_bootstrap_diff([a[q] for q in both],
+                                                                                  [b[q] for q in both])
+    if len(a) >= 2:
+        m["judge_intervals"]["c6_judge_memora_policy"] = bootstrap_mean(list(a.values()))
+    return m
+
+
 def step_aggregate(cfg: dict, runs: list[str], builds: list[str], theory: str,
-                   table_out: str, summary_out: str, figure_out: str) -> dict:
+                   table_out: str, summary_out: str, figure_out: str, judged: list[str] | None = None) -> dict:
     from methods.core.results import write_metrics
 
     rows = [r for p in runs for r in read_jsonl(p)]
@@ -286,12 +411,14 @@ def step_aggregate(cfg: dict, runs: list[str], builds: list[str], theory: str,
     write_text(table_out, "# Generated by python -m methods.memora aggregate\n" + ",".join(cols) + "\n" + "".join(
         ",".join("" if r[c] is None else (f"{r[c]:.4f}" if isinstance(r[c], float) else str(r[c])) for c in cols) + "\n"
         for r in table))
-    entries, replies = {}, {}
+    entries, replies, served_by = {}, {}, {}
     for b in builds:
         info = read_json(b)["info"]
         entries[info["store"]] = info["entries"]
         if info.get("llm_calls"):
             replies[info["store"]] = {"calls": info["llm_calls"], "unparsed": info["llm_unparsed"]}
+        if info.get("llm"):  # what curated this store (the served model where the DAG served it), for provenance
+            served_by[info["store"]] = info["llm"]
     m = summarize(table, entries, read_json(theory), rows)
     ga, gn = m["c2_gap_with_anchors"], m["c2_gap_without_anchors"]
     sim = ("tiny: extraction, consolidation, anchors and the REFINE/EXPAND/STOP policy are "
@@ -328,9 +455,30 @@ def step_aggregate(cfg: dict, runs: list[str], builds: list[str], theory: str,
         notes["c2_ablation_holds"] += ("; without anchors the simulated policy has no links to expand, so "
                                        "it reduces to semantic search and C2 holds by construction: it "
                                        "does not show anchors helping a real policy LLM")
+    if judged:
+        jm = judge_summary([r for p in judged for r in read_jsonl(p)])
+        m["intervals"].update(jm.pop("judge_intervals"))
+        m.update(jm)
+        acc = ", ".join(f"{k} {'n/a' if v is None else round(v, 4)}" for k, v in sorted(m["judge_accuracy"].items()))
+        fails = ", ".join(f"{k} {v}" for k, v in sorted(m["judge_failures"].items()))
+        notes["general"] = notes["general"].replace(
+            "numbers measure the retrieval mechanism, not LLM answers or judge scores.",
+            "answers by " + cfg["qa"]["answer"].get("model", cfg["qa"]["answer"]["backend"]) + ", judged by "
+            + cfg["qa"]["judge"].get("model", cfg["qa"]["judge"]["backend"])
+            + " (Mem0's LoCoMo CORRECT/WRONG protocol, category 5 excluded; LongMemEval's yes/no per type).")
+        notes["general"] += f" LLM-judge accuracy (over judged answers): {acc}; judge replies without a verdict: {fails}."
+        for key in ("c6_judge_policy_minus_rag", "c6_judge_memora_policy"):
+            notes[key] = (f"answering LLM {cfg['qa']['answer'].get('model')}, judge {cfg['qa']['judge'].get('model')}; "
+                          f"{sim}; {emb}")
+            if entries.get("memora") == 0:
+                notes[key] += "; the memora store is empty (no memory was extracted)"
+            if any(m["judge_failures"].values()):
+                notes[key] += ("; judge failures (replies without a verdict, not scored): " + ", ".join(
+                    f"{r['store']}:{r['policy']} {r['failed']}/{r['n']}" for r in m["judge_table"]
+                    if r["category"] == "all"))
     m["notes"] = notes
     m["table"] = table
-    write_metrics(summary_out, m, cfg)
+    write_metrics(summary_out, m, cfg, llm={"curator": served_by} if served_by else None)
     figure(table, figure_out, _about(cfg))
     return {k: v for k, v in m.items() if k.startswith("c")}
 

@@ -8,7 +8,7 @@ path at workflow parse time.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, get_args
 
 from methods.core.config import Check, PosInt, Prob
@@ -62,8 +62,17 @@ class Config:
     primary: str                         # the agent whose runs the headline metrics read
     judge: JudgeConfig
     analysis: AnalysisConfig
+    # open models served by the DAG (methods/core/serving/): {name: {model, engine, gpus, args}};
+    # an agent's or judge's spec says `serve: <name>` instead of `base_url`
+    serving: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
+        from methods.core.serving import check_serve_refs, check_serving
+
+        self.serving = check_serving(self.serving, "pse.serving")
+        check_serve_refs([(f"pse.agents[{i}].spec", a.spec) for i, a in enumerate(self.agents)]
+                         + [(f"pse.judge.specs[{i}]", s) for i, s in enumerate(self.judge.specs)],
+                         self.serving, "pse.serving")
         # the specs are open mappings, but each names its backend (an agent's: one of BACKENDS)
         for i, a in enumerate(self.agents):
             if "backend" not in a.spec:

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from methods.core.answers import last_boxed
 from methods.core.config import NonNegInt, PosInt
 from methods.core.results import InputError, read_json, write_json, write_jsonl
 
@@ -80,23 +81,6 @@ def _log(row):
 
 
 # ------------------------------------------------------------------- answers, reward ----
-def last_boxed(text: str) -> str | None:
-    """The content of the last `\\boxed{...}` (or `\\fbox{...}`) of `text`, braces balanced; None
-    if there is none or it is not closed."""
-    i = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    if i < 0:
-        return None
-    j = text.find("{", i)
-    if j < 0:
-        return None
-    depth = 0
-    for k in range(j, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[k], 0)
-        if depth == 0:
-            return text[j + 1:k]
-    return None
-
-
 def reward(completion: str, answer: str) -> float:
     """1.0 iff the completion's last boxed answer equals `answer` (math_verify), else 0.0."""
     pred = last_boxed(completion)

@@ -37,6 +37,13 @@ def _train(a):
           f"max {r['max_size']} calls {r['n_solver_calls']}", file=sys.stderr)
 
 
+def _lm_eval(a):
+    from .anchor import run_anchor
+
+    r = run_anchor(a.config, a.library, a.out)
+    print(f"lm-eval anchor: gain over zero-shot {r['gain_over_zero_shot']:+.3f}", file=sys.stderr)
+
+
 def _aggregate(a):
     from .analysis import claim_metrics, figure, nan_to_none
     from .run import study
@@ -52,6 +59,8 @@ def _aggregate(a):
     if "full" not in runs:
         raise InputError("aggregate: the 'full' variant is required (tsgd.variants.full)")
     m = claim_metrics(base, runs, traces, s.data.n_types, s.analysis.flat_from, s.llm.kind == "sim")
+    if a.lm_eval:  # paper scale: the lm-eval anchor, reported beside the claims (no claim reads it)
+        m["lm_eval"] = read_json(a.lm_eval)
     rows = [{"method": "zero_shot", "test_acc": base["zero_shot_test_acc"], "library_size": 0}]
     rows += [{"method": f"static_rag_{c['memory_size']}", "test_acc": c["test_acc"],
               "library_size": c["memory_size"]} for c in base["rag_curve"]]
@@ -71,10 +80,13 @@ def build_parser():
          "data", "out", "curve")
     s = step("train", _train, "one TSGD variant: library, trace, test accuracy", "data", "out", "trace")
     s.add_argument("--variant", required=True)
+    s = step("lm_eval", _lm_eval, "paper scale: lm-eval on the served solver, zero-shot and with a library",
+             "library", "out")
     s = step("aggregate", _aggregate, "test table, claim metrics and the figure",
              "baselines", "table", "summary", "figure")
     s.add_argument("--runs", nargs="+", required=True)
     s.add_argument("--traces", nargs="+", required=True)
+    s.add_argument("--lm_eval", default=None, help="paper scale: the lm_eval step's output")
     return p
 
 

@@ -4,21 +4,7 @@ from __future__ import annotations
 
 import re
 
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last \\boxed{...} (balanced braces), or None."""
-    i = text.rfind("\\boxed{")
-    if i < 0:
-        return None
-    j, depth = i + len("\\boxed{"), 1
-    for k in range(j, len(text)):
-        if text[k] == "{":
-            depth += 1
-        elif text[k] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[j:k]
-    return None
+from methods.core.answers import last_boxed  # noqa: F401 (re-exported)
 
 
 def _latex_to_py(s: str) -> str:

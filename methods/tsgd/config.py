@@ -8,7 +8,7 @@ Torch-free: loaded by file path at workflow parse time.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from methods.core.config import Check, NonNeg, NonNegInt, PosInt, Prob
@@ -102,6 +102,23 @@ class RagConfig:
 
 
 @dataclass
+class LmEvalConfig:
+    """tsgd.lm_eval (paper scale): the lm-eval anchor. The served solver (llm.endpoints[0]) is
+    evaluated by lm-eval itself (model `local-chat-completions` on the endpoint's
+    /chat/completions, chat template applied by the server) on held-out benchmark tasks, once
+    zero-shot (our solver system prompt alone) and once with `variant`'s optimised library in the
+    system prompt: the paper's test accuracy gain over zero-shot on MATH / AIME, scored by
+    lm-eval instead of our checker. Reported beside the claims (summary.json `lm_eval`). No
+    tasks (tiny, smoke): no step."""
+    tasks: list[str] = field(default_factory=list)
+    variant: str = "full"                # whose best-validation library goes in the system prompt
+    limit: PosInt | None = None          # lm-eval --limit (per task); null = every problem
+    num_concurrent: PosInt = 1           # requests in flight at once
+    max_retries: NonNegInt = 3           # lm-eval's retries per request
+    timeout: PosInt = 300                # seconds per request
+
+
+@dataclass
 class AnalysisConfig:
     flat_from: Prob                      # the curve counts as flat from this fraction of training on
 
@@ -116,6 +133,7 @@ class Config:
     variants: dict[str, VariantConfig]   # `full` required (the aggregate reads it)
     rag: RagConfig
     analysis: AnalysisConfig
+    lm_eval: LmEvalConfig = field(default_factory=LmEvalConfig)
 
     def __post_init__(self):
         if "full" not in self.variants:
@@ -123,3 +141,10 @@ class Config:
         for i, spec in enumerate(self.llm.endpoints):   # open make_llm specs, each names its backend
             if "backend" not in spec:
                 raise InputError(f"missing config key 'tsgd.llm.endpoints[{i}].backend'")
+        if self.lm_eval.tasks:
+            if self.lm_eval.variant not in self.variants:
+                raise InputError(f"tsgd.lm_eval.variant: no variant {self.lm_eval.variant!r} "
+                                 f"(have {sorted(self.variants)})")
+            if self.llm.kind != "endpoint" or (self.llm.endpoints or [{}])[0].get("backend") != "openai":
+                raise InputError("tsgd.lm_eval.tasks needs llm.kind endpoint with an openai solver "
+                                 "endpoint (llm.endpoints[0]): lm-eval talks to it over HTTP")

@@ -32,6 +32,21 @@ def _table(a):
     print(df.groupby("arm")[["correct", "verifier", "tokens"]].mean().to_string(), file=sys.stderr)
 
 
+def _queries(a):
+    from methods.core.results import atomic_path, write_jsonl
+
+    from .config import QueriesConfig
+    from .queries import load_queries
+
+    cfg = from_json(QueriesConfig, a.config, "uniscale.queries")
+    qs = load_queries(cfg)
+    with atomic_path(a.out, is_dir=True) as tmp:
+        write_jsonl(tmp / "test.jsonl", qs)
+        # the bandit's context PCA is fitted on train.jsonl: here the stream's own prompts (no labels)
+        write_jsonl(tmp / "train.jsonl", [{"prompt": q["prompt"], "kind": q["kind"]} for q in qs])
+    print(f"queries: {len(qs)} ({', '.join(s.name for s in cfg.sets)})", file=sys.stderr)
+
+
 def _analyze(a):
     import pandas as pd
 
@@ -48,7 +63,9 @@ def _analyze(a):
             raise InputError(f"config key 'uniscale.bandit.policies': must include {need}")
     if cfg.tts_model not in set(df["model"]):
         raise InputError(f"config key 'uniscale.bandit.tts_model': {cfg.tts_model!r} is not a pool member")
-    train = [r["prompt"] for r in read_jsonl(Path(a.data) / "train.jsonl")[::10]]
+    rows = read_jsonl(Path(a.data) / "train.jsonl")
+    # the pool's generated train set: every 10th prompt; a benchmark stream (`queries` step): all its prompts
+    train = [r["prompt"] for r in (rows if rows and rows[0].get("kind") == "math" else rows[::10])]
     res = run_all(df, train, cfg)
     areas = frontier_areas(df, cfg)
     m, curves = metrics(res, areas, cfg)
@@ -79,6 +96,7 @@ def build_parser():
     s = step("table", _table, "offline replay table: every (query, model, TTS) run", "data", "verifier", "costs",
              "out", threads=True)
     s.add_argument("--members", nargs="+", required=True)
+    step("queries", _queries, "benchmark queries (MATH-500 / AIME / AMC) from the hub", "out")
     step("analyze", _analyze, "bandit runs, claim metrics and figures", "table", "data", "costs", "runs",
          "summary", "fig_regret", "fig_pareto")
     return p

@@ -57,7 +57,25 @@ class BanditConfig:
 
 
 @dataclass
+class QuerySet:
+    """One benchmark: a hub dataset id (or a local hub-layout directory), its split, the first
+    `n` rows (null: all), the name it carries as the query family."""
+    name: str
+    dataset: str
+    split: str
+    n: PosInt | None
+
+
+@dataclass
+class QueriesConfig:
+    """uniscale.queries: the benchmark sets that form the query stream, concatenated in order."""
+    sets: Annotated[list[QuerySet], Check(min_items=1)]
+
+
+@dataclass
 class Config:
-    """UniScale (arXiv 2605.30898); its pool is the top-level model_pool section."""
+    """UniScale (arXiv 2605.30898); its pool is the top-level model_pool section. `queries`: the
+    benchmark sets of the query stream (paper scale); null streams the pool's generated test queries."""
     table: TableConfig
     bandit: BanditConfig
+    queries: QueriesConfig | None = None

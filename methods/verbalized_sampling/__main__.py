@@ -86,7 +86,7 @@ def _sample(a):
     if gen is not None and gen.backend:  # paper scale: a real LLM (HTTP / hub id)
         from methods.core.llm import make_llm
 
-        llm, lp = make_llm({k: v for k, v in dataclasses.asdict(gen).items() if v is not None}), None
+        llm, lp = make_llm({k: v for k, v in dataclasses.asdict(gen).items() if v is not None and k != "serve"}), None
     else:
         from methods.core.models import load_model
 
@@ -94,8 +94,13 @@ def _sample(a):
         llm = tiny_backend(model, tok)
         lp = pool_logprobs(llm, world)
     rows = sample_methods(llm, world, cfg)
+    served = None
+    if gen is not None and gen.backend:  # the real model that answered and the sampling (no API key)
+        from methods.core.llm import llm_provenance
+
+        served = llm_provenance(llm, {k: getattr(cfg, k) for k in ("temperature", "top_p", "max_new_tokens", "n", "seed")})
     write_metrics(a.out, {"samples": rows, "pool_logprobs": lp}, json.loads(a.config), cfg.seed,
-                  time.perf_counter() - t0)
+                  time.perf_counter() - t0, llm=served)
 
 
 def _analyze(a):

@@ -9,8 +9,8 @@ only the standard library and the torch-free parts of methods.core. The steps us
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Literal
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
 from methods.core.config import Check, NonNeg, NonNegInt, PosInt, Positive
 from methods.core.models import ModelConfig
@@ -87,6 +87,10 @@ class VsGenerator:
     json_mode: bool
     timeout: Positive
     max_retries: NonNegInt
+    # a model served by the DAG (an entry of verbalized_sampling.serving) instead of base_url; the
+    # workflow hands the step base_url_file, its address file (methods/core/serving/)
+    serve: str | None = None
+    base_url_file: str | None = None
 
 
 @dataclass
@@ -134,3 +138,19 @@ class Config:
     dpo: DPOConfig
     sample: SampleSection
     analysis: AnalysisConfig
+    # the base and the aligned model served by the DAG (methods/core/serving/): {name: {model, engine,
+    # gpus, args}}; a generator says `serve: <name>` instead of base_url
+    serving: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        from methods.core.serving import check_serve_refs, check_serving
+
+        self.serving = check_serving(self.serving, "verbalized_sampling.serving")
+        gens = {m: getattr(self.sample.generators, m) for m in ("base", "aligned")}
+        specs = {m: {k: v for k, v in vars(g).items() if v is not None} for m, g in gens.items()}
+        check_serve_refs([(f"verbalized_sampling.sample.generators.{m}", s) for m, s in specs.items()],
+                         self.serving, "verbalized_sampling.serving")
+        served = {m: self.serving[g.serve]["model"] for m, g in gens.items() if g.serve}
+        if len(served) == 2 and (gens["base"].serve == gens["aligned"].serve or served["base"] == served["aligned"]):
+            raise InputError("config key 'verbalized_sampling.sample.generators': the base and the aligned "
+                             "generator must be different served models (the study compares them)")

@@ -15,9 +15,11 @@ pytestmark = pytest.mark.workflow
 def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "memora", scale)
     stores = {r.split(":")[0] for r in sec["runs"]}
-    assert counts == {"memora_data": 1, "memora_embed": 1, "memora_build": len(stores),
-                      "memora_retrieve": len(sec["runs"]), "memora_theory": 1, "memora_aggregate": 1,
-                      "claims": 1}
+    want = {"memora_data": 1, "memora_embed": 1, "memora_build": len(stores),
+            "memora_retrieve": len(sec["runs"]), "memora_theory": 1, "memora_aggregate": 1, "claims": 1}
+    if sec.get("qa"):  # paper scale: one answer and one judge job per answered run
+        want.update(memora_answer=len(sec["qa"]["runs"]), memora_judge=len(sec["qa"]["runs"]))
+    assert {k: v for k, v in counts.items() if k in want or k.startswith("memora_")} == want
     if scale == "tiny":  # 4 stores; semantic for all, the policy for both Memora variants
         assert (len(stores), len(sec["runs"])) == (4, 6)
 

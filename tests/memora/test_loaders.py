@@ -84,4 +84,5 @@ def test_longmemeval(tmp_path):
     assert [x["date"] for x in s] == ["2023-04-10", "2023-04-10"] and s[1]["session_id"] == "answer_4be1b6b4_2"
     assert s[1]["turns"][0] == {"dia_id": "D2:1", "speaker": "user", "text": "My car's GPS stopped working."}
     assert qas[0]["evidence_groups"] == [["D2:1"]] and qas[0]["category"] == "temporal-reasoning"
-    assert qas[1]["category"] == "abstention" and qas[1]["evidence_groups"] == []
+    assert qas[1]["category"] == "single-session-user" and qas[1]["abstention"] is True
+    assert qas[1]["evidence_groups"] == [] and qas[0]["abstention"] is False

@@ -226,7 +226,38 @@ def build_model(family: str, tokenizer, seed: int = 0):
     return model
 
 
+# process reward models: a Qwen2 base plus a value head saved under the real checkpoint's names
+# (Skywork-o1-Open-PRM: `model.*` of a tied-embedding Qwen2 and `v_head.summary.{weight,bias}`;
+# SkyworkAI/skywork-o1-prm-inference), its tokenizer with the bos the PRM input starts with
+PRM_FAMILIES = ("qwen2_prm",)
+
+
+def write_prm_model(out: Path, texts: list[str]) -> None:
+    import torch
+    import transformers as tf
+    from safetensors.torch import save_file
+
+    tok = build_tokenizer("qwen2", texts)
+    tok.bos_token = "<|endoftext|>"
+    torch.manual_seed(0)
+    cfg = tf.Qwen2Config(vocab_size=len(tok), hidden_size=ARCH["d"], intermediate_size=ARCH["ff"],
+                         num_hidden_layers=ARCH["layers"], num_attention_heads=ARCH["heads"],
+                         num_key_value_heads=ARCH["kv_heads"], max_position_embeddings=ARCH["max_pos"],
+                         tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    model = tf.Qwen2ForCausalLM(cfg)
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    state["v_head.summary.weight"] = torch.randn(1, ARCH["d"]) * 0.5
+    state["v_head.summary.bias"] = torch.randn(1) * 0.5
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    cfg.save_pretrained(out)
+    tf.GenerationConfig(eos_token_id=cfg.eos_token_id, pad_token_id=cfg.pad_token_id).save_pretrained(out)
+    tok.save_pretrained(out)
+
+
 def write_model(family: str, out: Path, texts: list[str]) -> None:
+    if family in PRM_FAMILIES:
+        return write_prm_model(out, texts)
     tok = build_tokenizer(family, texts)
     model = build_model(family, tok)
     if family in VL_FAMILIES:
@@ -576,7 +607,7 @@ def _merge(base, over):
 def _replace_ids(node, mapping: dict[str, str], base_url: str | None):
     if isinstance(node, dict):
         out = {k: _replace_ids(v, mapping, base_url) for k, v in node.items()}
-        if base_url and "base_url" in out:
+        if base_url and "base_url" in out and "serve" not in out:  # a `serve:` spec: the DAG's own server
             out["base_url"] = base_url
         return out
     if isinstance(node, list):

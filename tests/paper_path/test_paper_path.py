@@ -36,7 +36,7 @@ def test_every_paper_is_ready_or_listed():
 @pytest.fixture(scope="session")
 def llm_server(tmp_path_factory):
     """An OpenAI-compatible server (ours) on 127.0.0.1 serving the Qwen2 stand-in, where the
-    paper config names `vllm serve` endpoints."""
+    paper config names a fixed endpoint (hosted APIs; a `serve:` spec is served by the DAG itself)."""
     out = tmp_path_factory.mktemp("standin_models")
     build(out)  # models only are needed here; build is idempotent
     proc = subprocess.Popen([sys.executable, "-m", "methods.core.llm_server", "--model", str(out / "models" / "qwen2"),

@@ -13,10 +13,14 @@ pytestmark = pytest.mark.workflow
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "pse", scale)
+    # one server per open model that a spec serves (8 agents and the reference judge at paper scale)
+    served = {a["spec"]["serve"] for a in sec["agents"] if "serve" in a["spec"]} | {
+        s["serve"] for s in sec["judge"]["specs"] if "serve" in s}
     assert counts == {"pse_scenarios": 1, "pse_run": len(sec["agents"]), "pse_pipeline": 1,
-                      "pse_defend": 3, "pse_metrics": 1, "claims": 1}
+                      "pse_defend": 3, "pse_metrics": 1, "claims": 1, **({"serving_serve": len(served)} if served else {})}
     if scale == "paper":
         assert len(sec["agents"]) == 13  # our paper-scale panel
+        assert len(served) == 9 and set(sec["serving"]) == served
 
 
 def test_bad_key_in_section_is_named(tmp_path):

@@ -33,13 +33,14 @@ STEP = re.compile(r"-m methods\.([\w.]+)(?: ([A-Za-z][\w-]*))?")
 
 # ---- the rules, their steps and their inputs, as Snakemake plans them ----------------------
 def _jobs(dry_run: str) -> dict[str, tuple[str, str | None, frozenset[str]]]:
-    """{rule: (entry, sub-command, code inputs)} of a `snakemake -n -p` output."""
+    """{rule: (entry, sub-command, code inputs)} of a `snakemake -n -p` output (jobs of a group,
+    e.g. a served model and its consumers, are printed indented)."""
     out, rule, inputs = {}, None, frozenset()
-    for line in dry_run.splitlines():
+    for line in (raw.strip() for raw in dry_run.splitlines()):
         m = re.match(r"^(?:local)?rule (\w+):$", line)
         if m:
             rule, inputs = m.group(1), frozenset()
-        elif rule and line.startswith("    input: "):
+        elif rule and line.startswith("input: "):
             inputs = frozenset(f for f in line.split(": ", 1)[1].split(", ")
                                if f.startswith(ROOTS) and f.endswith(".py"))
         elif rule and line.startswith("Shell command:"):

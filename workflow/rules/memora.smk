@@ -48,6 +48,7 @@ rule memora_build:
     input:
         convs=f"{MEMORA_DIR}/data/convs.json",
         emb=f"{MEMORA_DIR}/emb.npz",
+        served=lambda wc: memora_served(wc.scale, "build"),
         code=code("memora", "build"),
     output:
         f"{MEMORA_DIR}/stores/{{mstore}}.json",
@@ -57,8 +58,9 @@ rule memora_build:
         f"{MEMORA_DIR}/benchmarks/memora_build__{{mstore}}.tsv"
     wildcard_constraints:
         mstore="rag|factstore|memora|memora_noanchor",
+    threads: client_threads(lambda wc: memora_served(wc.scale, "build"))
     params:
-        cfg=lambda wc: as_json(hp(wc.scale, "memora")),
+        cfg=lambda wc: as_json(memora_step_cfg(wc.scale, "build")),
         data=lambda wc, input: os.path.dirname(input.convs),
     shell:
         "python -m methods.memora build --config {params.cfg:q} --store {wildcards.mstore} "
@@ -71,6 +73,7 @@ rule memora_retrieve:
         qa=f"{MEMORA_DIR}/data/qa.json",
         emb=f"{MEMORA_DIR}/emb.npz",
         built=f"{MEMORA_DIR}/stores/{{mstore}}.json",
+        served=lambda wc: memora_served(wc.scale, "retrieve"),
         code=code("memora", "retrieve"),
     output:
         f"{MEMORA_DIR}/ret/{{mstore}}/{{mpolicy}}.jsonl",
@@ -81,8 +84,9 @@ rule memora_retrieve:
     wildcard_constraints:
         mstore="rag|factstore|memora|memora_noanchor",
         mpolicy="semantic|policy",
+    threads: client_threads(lambda wc: memora_served(wc.scale, "retrieve"))
     params:
-        cfg=lambda wc: as_json(hp(wc.scale, "memora")),
+        cfg=lambda wc: as_json(memora_step_cfg(wc.scale, "retrieve")),
         data=lambda wc, input: os.path.dirname(input.qa),
     shell:
         "python -m methods.memora retrieve --config {params.cfg:q} --store {wildcards.mstore} "
@@ -90,11 +94,66 @@ rule memora_retrieve:
         "--out {output} > {log} 2>&1"
 
 
+rule memora_answer:
+    """Answers from one run's retrieved memories by the answering LLM (memora.qa.answer);
+    LoCoMo's adversarial category 5 is excluded (the paper's protocol)."""
+    input:
+        qa=f"{MEMORA_DIR}/data/qa.json",
+        built=f"{MEMORA_DIR}/stores/{{mstore}}.json",
+        ret=f"{MEMORA_DIR}/ret/{{mstore}}/{{mpolicy}}.jsonl",
+        served=lambda wc: memora_served(wc.scale, "answer"),
+        code=code("memora", "answer"),
+    output:
+        f"{MEMORA_DIR}/qa/{{mstore}}/{{mpolicy}}/answers.jsonl",
+    log:
+        f"{MEMORA_DIR}/logs/answer_{{mstore}}_{{mpolicy}}.log",
+    benchmark:
+        f"{MEMORA_DIR}/benchmarks/memora_answer__{{mstore}}_{{mpolicy}}.tsv"
+    wildcard_constraints:
+        mstore="rag|factstore|memora|memora_noanchor",
+        mpolicy="semantic|policy",
+    threads: client_threads(lambda wc: memora_served(wc.scale, "answer"))
+    params:
+        cfg=lambda wc: as_json(memora_step_cfg(wc.scale, "answer")),
+        data=lambda wc, input: os.path.dirname(input.qa),
+    shell:
+        "python -m methods.memora answer --config {params.cfg:q} --store {wildcards.mstore} "
+        "--policy {wildcards.mpolicy} --data {params.data} --built {input.built} --ret {input.ret} "
+        "--out {output} > {log} 2>&1"
+
+
+rule memora_judge:
+    """LLM-judge labels (CORRECT/WRONG, or yes/no on LongMemEval) of one run's answers against
+    the gold answers (memora.qa.judge); replies without a verdict are kept as failures."""
+    input:
+        qa=f"{MEMORA_DIR}/data/qa.json",
+        answers=f"{MEMORA_DIR}/qa/{{mstore}}/{{mpolicy}}/answers.jsonl",
+        served=lambda wc: memora_served(wc.scale, "judge"),
+        code=code("memora", "judge"),
+    output:
+        f"{MEMORA_DIR}/qa/{{mstore}}/{{mpolicy}}/judged.jsonl",
+    log:
+        f"{MEMORA_DIR}/logs/judge_{{mstore}}_{{mpolicy}}.log",
+    benchmark:
+        f"{MEMORA_DIR}/benchmarks/memora_judge__{{mstore}}_{{mpolicy}}.tsv"
+    wildcard_constraints:
+        mstore="rag|factstore|memora|memora_noanchor",
+        mpolicy="semantic|policy",
+    threads: client_threads(lambda wc: memora_served(wc.scale, "judge"))
+    params:
+        cfg=lambda wc: as_json(memora_step_cfg(wc.scale, "judge")),
+        data=lambda wc, input: os.path.dirname(input.qa),
+    shell:
+        "python -m methods.memora judge --config {params.cfg:q} --data {params.data} "
+        "--answers {input.answers} --out {output} > {log} 2>&1"
+
+
 rule memora_theory:
     """Theorem D.1 instance: Memora reduced to flat RAG returns RAG's ids, order and scores."""
     input:
         qa=f"{MEMORA_DIR}/data/qa.json",
         emb=f"{MEMORA_DIR}/emb.npz",
+        served=lambda wc: memora_served(wc.scale, "theory"),
         code=code("memora", "theory"),
     output:
         f"{MEMORA_DIR}/special_cases.json",
@@ -102,8 +161,9 @@ rule memora_theory:
         f"{MEMORA_DIR}/logs/theory.log",
     benchmark:
         f"{MEMORA_DIR}/benchmarks/memora_theory.tsv"
+    threads: client_threads(lambda wc: memora_served(wc.scale, "theory"))
     params:
-        cfg=lambda wc: as_json(hp(wc.scale, "memora")),
+        cfg=lambda wc: as_json(memora_step_cfg(wc.scale, "theory")),
         data=lambda wc, input: os.path.dirname(input.qa),
     shell:
         "python -m methods.memora theory --config {params.cfg:q} --data {params.data} --emb {input.emb} "
@@ -115,6 +175,7 @@ rule memora_aggregate:
     input:
         runs=lambda wc: memora_runs(wc.scale),
         builds=lambda wc: memora_builds(wc.scale),
+        judged=lambda wc: memora_judged(wc.scale),
         theory=f"{MEMORA_DIR}/special_cases.json",
         code=code("memora", "aggregate"),
     output:
@@ -136,7 +197,7 @@ rule memora_aggregate:
     shell:
         "python -m methods.memora aggregate --config {params.cfg:q} "
         "--runs {input.runs} --builds {input.builds} --theory {input.theory} --table {output.table} "
-        "--summary {output.summary} --figure {output.figure} > {log} 2>&1"
+        "--summary {output.summary} --figure {output.figure} --judged {input.judged} > {log} 2>&1"
 
 
 FIGURES["memora"] = lambda scale: [f"{RESULTS}/{scale}/memora/figures/retrieval.png"]

@@ -26,6 +26,7 @@ rule pse_run:
     """Factorial + persistence trials of one agent (tool injection, boundary, 10 probe turns)."""
     input:
         scenarios=f"{PSE_DIR}/scenarios.jsonl",
+        served=lambda wc: pse_served_agent(wc.scale, wc.pse_agent),
         code=code("pse", "run"),
     output:
         f"{PSE_DIR}/transcripts/runs/{{pse_agent}}.jsonl",
@@ -35,8 +36,9 @@ rule pse_run:
         f"{PSE_DIR}/benchmarks/pse_run__{{pse_agent}}.tsv"
     wildcard_constraints:
         pse_agent=r"[A-Za-z0-9_.\-]+",
+    threads: client_threads(lambda wc: pse_served_agent(wc.scale, wc.pse_agent))
     params:
-        cfg=lambda wc: as_json(pse_agent_cfg(wc.scale, wc.pse_agent)),
+        cfg=lambda wc: as_json(pse_step_agent_cfg(wc.scale, wc.pse_agent)),
     shell:
         "python -m methods.pse run --config {params.cfg:q} --scenarios {input.scenarios} "
         "--out {output} > {log} 2>&1"
@@ -46,6 +48,7 @@ rule pse_pipeline:
     """S-stage multi-agent pipelines (planner → researcher → writer → reviewer) of the primary agent."""
     input:
         scenarios=f"{PSE_DIR}/scenarios.jsonl",
+        served=lambda wc: pse_served_agent(wc.scale, hp(wc.scale, "pse", "primary")),
         code=code("pse", "pipeline"),
     output:
         f"{PSE_DIR}/transcripts/pipeline.jsonl",
@@ -53,8 +56,9 @@ rule pse_pipeline:
         f"{PSE_DIR}/logs/pipeline.log",
     benchmark:
         f"{PSE_DIR}/benchmarks/pse_pipeline.tsv"
+    threads: client_threads(lambda wc: pse_served_agent(wc.scale, hp(wc.scale, "pse", "primary")))
     params:
-        cfg=lambda wc: as_json(pse_primary_cfg(wc.scale)),
+        cfg=lambda wc: as_json(pse_step_agent_cfg(wc.scale, hp(wc.scale, "pse", "primary"))),
     shell:
         "python -m methods.pse pipeline --config {params.cfg:q} --scenarios {input.scenarios} "
         "--out {output} > {log} 2>&1"
@@ -64,6 +68,7 @@ rule pse_defend:
     """Defence panel and clean controls under one defence (none / D1 self-verify / D2 keyword)."""
     input:
         scenarios=f"{PSE_DIR}/scenarios.jsonl",
+        served=lambda wc: pse_served_agent(wc.scale, hp(wc.scale, "pse", "primary")),
         code=code("pse", "defend"),
     output:
         f"{PSE_DIR}/transcripts/def_{{pse_defence}}.jsonl",
@@ -73,8 +78,9 @@ rule pse_defend:
         f"{PSE_DIR}/benchmarks/pse_defend__{{pse_defence}}.tsv"
     wildcard_constraints:
         pse_defence="none|selfverify|keyword",
+    threads: client_threads(lambda wc: pse_served_agent(wc.scale, hp(wc.scale, "pse", "primary")))
     params:
-        cfg=lambda wc: as_json(pse_primary_cfg(wc.scale)),
+        cfg=lambda wc: as_json(pse_step_agent_cfg(wc.scale, hp(wc.scale, "pse", "primary"))),
     shell:
         "python -m methods.pse defend --config {params.cfg:q} --defence {wildcards.pse_defence} "
         "--scenarios {input.scenarios} --out {output} > {log} 2>&1"
@@ -88,6 +94,7 @@ rule pse_metrics:
         runs=lambda wc: pse_runs(wc.scale),
         pipeline=f"{PSE_DIR}/transcripts/pipeline.jsonl",
         defences=lambda wc: pse_defences(wc.scale),
+        served=lambda wc: pse_served_judge(wc.scale),
         code=code("pse", "metrics"),
     output:
         summary=f"{PSE_DIR}/summary.json",
@@ -103,6 +110,7 @@ rule pse_metrics:
         f"{PSE_DIR}/logs/metrics.log",
     benchmark:
         f"{PSE_DIR}/benchmarks/pse_metrics.tsv"
+    threads: client_threads(lambda wc: pse_served_judge(wc.scale))
     params:
         cfg=lambda wc: as_json(pse_metrics_cfg(wc.scale)),
     shell:

@@ -1,6 +1,8 @@
 # TSGD (ICML 2026, OpenReview zVv11MhFLD): MATH-lite (tiny) or MATH/AIME (paper) -> zero-shot and
 # append-only static RAG -> one TSGD run per variant (budget / verification ablations) -> table,
-# figure and claims (methods/tsgd/). Tiny/smoke use a seeded solver/reflector simulator.
+# figure and claims (methods/tsgd/); paper scale adds the lm-eval anchor on the served solver
+# (tsgd_lm_eval). Tiny/smoke use a seeded solver/reflector simulator. Every step is CPU work or
+# an HTTP client of the LLM endpoints: no GPU (the GPU is the vLLM server's).
 include: "helpers/tsgd.smk"  # its config helpers
 TSGD_DIR = f"{RESULTS}/{{scale}}/tsgd"
 
@@ -63,12 +65,33 @@ rule tsgd_train:
         "--data {input.data} --out {output.out} --trace {output.trace} > {log} 2>&1"
 
 
+rule tsgd_lm_eval:
+    """Paper scale (tsgd.lm_eval.tasks): lm-eval's local-chat-completions on the served solver,
+    zero-shot and with the optimised library in the system prompt (the lm-eval anchor)."""
+    input:
+        library=lambda wc: f"{RESULTS}/{wc.scale}/tsgd/libs/{hp(wc.scale, 'tsgd')['lm_eval']['variant']}.json",
+        code=code("tsgd", "lm_eval"),
+    output:
+        f"{TSGD_DIR}/lm_eval.json",
+    log:
+        f"{TSGD_DIR}/logs/lm_eval.log",
+    benchmark:
+        f"{TSGD_DIR}/benchmarks/tsgd_lm_eval.tsv"
+    params:
+        cfg=lambda wc: as_json(hp(wc.scale, "tsgd")),
+    # a CPU step (no gpu): lm-eval sends HTTP requests to the solver endpoint (config `endpoints`)
+    shell:
+        "python -m methods.tsgd lm_eval --config {params.cfg:q} --library {input.library} "
+        "--out {output} > {log} 2>&1"
+
+
 rule tsgd_aggregate:
     """Test table, claim metrics (summary.json) and the accuracy / library-size figure."""
     input:
         baselines=f"{TSGD_DIR}/baselines.json",
         runs=lambda wc: tsgd_outputs(wc.scale, "libs", "json"),
         traces=lambda wc: tsgd_outputs(wc.scale, "traces", "csv"),
+        lm_eval=lambda wc: tsgd_lm_eval_output(wc.scale),
         code=code("tsgd", "aggregate"),
     output:
         table=f"{TSGD_DIR}/test.csv",
@@ -85,9 +108,10 @@ rule tsgd_aggregate:
         f"{TSGD_DIR}/benchmarks/tsgd_aggregate.tsv"
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "tsgd")),
+        lm_eval=lambda wc, input: f"--lm_eval {input.lm_eval}" if input.lm_eval else "",
     shell:
         "python -m methods.tsgd aggregate --config {params.cfg:q} --baselines {input.baselines} "
-        "--runs {input.runs} --traces {input.traces} --table {output.table} "
+        "--runs {input.runs} --traces {input.traces} {params.lm_eval} --table {output.table} "
         "--summary {output.summary} --figure {output.figure} > {log} 2>&1"
 
 

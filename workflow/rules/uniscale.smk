@@ -5,13 +5,29 @@ include: "helpers/uniscale.smk"  # its GPU job sizer
 UNISCALE_DIR = f"{RESULTS}/{{scale}}/uniscale"
 
 
+rule uniscale_queries:
+    """Benchmark queries (paper scale: MATH-500 / AIME from the hub) when `uniscale.queries` is set."""
+    input:
+        code=code("uniscale", "queries"),
+    output:
+        directory(f"{UNISCALE_DIR}/queries"),
+    log:
+        f"{UNISCALE_DIR}/logs/queries.log",
+    benchmark:
+        f"{UNISCALE_DIR}/benchmarks/uniscale_queries.tsv"
+    params:
+        cfg=lambda wc: as_json(hp(wc.scale, "uniscale", "queries")),
+    shell:
+        "python -m methods.uniscale queries --config {params.cfg:q} --out {output} > {log} 2>&1"
+
+
 rule uniscale_build_table:
     """Offline replay table: every (query, model, TTS setting) run once."""
     input:
         members=lambda wc: model_pool_members(wc.scale),
         verifier=f"{MODEL_POOL_DIR}/verifier",
         costs=f"{MODEL_POOL_DIR}/pool_costs.json",
-        data=f"{MODEL_POOL_DIR}/data",
+        data=uniscale_queries_dir,
         code=code("uniscale", "table"),
     output:
         f"{UNISCALE_DIR}/table.parquet",
@@ -34,7 +50,7 @@ rule uniscale_analyze:
     """All bandit runs (policies x weights x seeds + the dynamic run), claim metrics, figures."""
     input:
         table=f"{UNISCALE_DIR}/table.parquet",
-        data=f"{MODEL_POOL_DIR}/data",
+        data=uniscale_queries_dir,
         costs=f"{MODEL_POOL_DIR}/pool_costs.json",
         code=code("uniscale", "analyze"),
     output:

@@ -88,6 +88,7 @@ rule verbalized_sampling_sample:
     input:
         data=f"{VERBALIZED_SAMPLING_DIR}/data",
         model=f"{VERBALIZED_SAMPLING_DIR}/models/{{vsmodel}}",
+        served=lambda wc: verbalized_sampling_served(wc.scale, wc.vsmodel),
         code=code("verbalized_sampling", "sample"),
     output:
         f"{VERBALIZED_SAMPLING_DIR}/samples/{{vsmodel}}.json",
@@ -97,6 +98,7 @@ rule verbalized_sampling_sample:
         f"{VERBALIZED_SAMPLING_DIR}/benchmarks/verbalized_sampling_sample__{{vsmodel}}.tsv"
     wildcard_constraints:
         vsmodel="base|aligned",
+    threads: client_threads(lambda wc: verbalized_sampling_served(wc.scale, wc.vsmodel))
     params:
         runtime=runtime_of(verbalized_sampling_sample_job),
         cfg=lambda wc: as_json(verbalized_sampling_sample_cfg(wc.scale, wc.vsmodel)),

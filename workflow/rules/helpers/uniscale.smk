@@ -15,3 +15,11 @@ def uniscale_build_table_job(wc):
     works = [R.Infer(s, seqs=samples, prompt=R.PROMPT_TOKENS, gen=t["max_new_tokens"], batch=batch) for s in members]
     works += [R.Infer(verifier, seqs=samples * len(members), prompt=R.PROMPT_TOKENS + t["max_new_tokens"], batch=batch)]
     return R.infer_job(works, extra_bytes=R.weight_bytes(verifier), label="uniscale_build_table")
+
+
+def uniscale_queries_dir(wc):
+    """The query stream of the table and the bandit: the benchmark queries (`uniscale.queries`
+    set, paper scale) or the shared pool's generated ones."""
+    if SCALES[wc.scale]["uniscale"].get("queries"):
+        return f"{RESULTS}/{wc.scale}/uniscale/queries"
+    return f"{RESULTS}/{wc.scale}/model_pool/data"

@@ -8,8 +8,14 @@ def verbalized_sampling_sample_cfg(scale, vsmodel):
     """The sample step's config for one model: `generator` = that model's spec from
     `sample.generators` (backend null = the DAG's tiny LM)."""
     cfg = dict(hp(scale, "verbalized_sampling", "sample"))
-    cfg["generator"] = cfg.pop("generators")[vsmodel]
+    # a generator that says `serve: <name>` gets its server's address file (base_url_file)
+    cfg["generator"] = served_spec(scale, "verbalized_sampling", cfg.pop("generators")[vsmodel])
     return cfg
+
+
+def verbalized_sampling_served(scale, vsmodel):
+    """The address file of the server the generator talks to ([] for the tiny LM or a fixed base_url)."""
+    return served_inputs(scale, "verbalized_sampling", [hp(scale, "verbalized_sampling", "sample", "generators")[vsmodel]])
 
 
 # ---- GPU job sizes
