@@ -18,14 +18,12 @@ from methods.core.results import InputError
 from .config import DecodeConfig, Policy
 from .data import Vocab
 from .signals import (
-    CONTINUE,
     EXIT,
     INJECT,
     JUMP,
     answer_confidence,
-    asag_decide,
     attention_state,
-    deer_stop,
+    decide_at_atp,
     inject_probs,
 )
 
@@ -109,21 +107,11 @@ class Decoder:
             if t == self.WAIT:
                 ans, conf = self.probe(state, cache)
                 rec = {"pos": len(state) - n0, "C": conf, "A": self.to_int(ans)}
-                action = CONTINUE
+                st = None
                 if pol.kind in ("asag", "vanilla"):
                     rows = range(max(cur_start, len(state) - cfg.window_cap), len(state))
                     st = self.attention(state, rows, prev_span, (cur_start, len(state)))
-                    rec.update(H=st["H"], trap=st["trap"], mass_prev=st["mass_prev"], mass_cur=st["mass_cur"])
-                if pol.kind == "deer":
-                    action = EXIT if deer_stop(conf, pol.lam) else CONTINUE
-                elif pol.kind == "asag":
-                    action, dH, jumps = asag_decide(conf, st["H"], H1, st["trap"], jumps, pol)
-                    rec["dH"] = dH
-                elif pol.kind == "vanilla":
-                    rec["dH"] = 0.0 if H1 is None else (st["H"] - H1) / H1
-                if H1 is None and "H" in rec:
-                    H1 = rec["H"]
-                rec["action"] = action
+                action, H1, jumps = decide_at_atp(pol, conf, st, H1, jumps, rec)
                 atps.append(rec)
                 target = None
                 if action == EXIT:

@@ -36,14 +36,12 @@ from methods.core.results import InputError
 from .config import DecodeConfig, PaperConfig, Policy
 from .grade import correct
 from .signals import (
-    CONTINUE,
     EXIT,
     INJECT,
     JUMP,
     answer_confidence,
-    asag_decide,
     attention_state,
-    deer_stop,
+    decide_at_atp,
     inject_probs,
 )
 
@@ -184,23 +182,13 @@ class HubDecoder:
             if self.is_atp(t):
                 ans, text, conf = self.probe(state, cache)
                 rec = {"pos": len(state) - n0, "C": conf, "A": text}
-                action = CONTINUE
+                st = None
                 if pol.kind in ("asag", "vanilla"):
                     # the window (≥ the last token: an ATP right after the previous one or the prompt)
                     lo = max(cur_start, len(state) - cfg.window_cap)
                     rows = range(min(lo, len(state) - 1), len(state))
                     st = self.attention(state, cache, rows, prev_span, (cur_start, len(state)))
-                    rec.update(H=st["H"], trap=st["trap"], mass_prev=st["mass_prev"], mass_cur=st["mass_cur"])
-                if pol.kind == "deer":
-                    action = EXIT if deer_stop(conf, pol.lam) else CONTINUE
-                elif pol.kind == "asag":
-                    action, dH, jumps = asag_decide(conf, st["H"], H1, st["trap"], jumps, pol)
-                    rec["dH"] = dH
-                elif pol.kind == "vanilla":
-                    rec["dH"] = 0.0 if H1 is None else (st["H"] - H1) / H1
-                if H1 is None and "H" in rec:
-                    H1 = rec["H"]
-                rec["action"] = action
+                action, H1, jumps = decide_at_atp(pol, conf, st, H1, jumps, rec)
                 atps.append(rec)
                 target = None
                 if action == EXIT:

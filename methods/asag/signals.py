@@ -86,6 +86,27 @@ def asag_decide(conf: float, H: float, H1: float | None, trap: bool, jumps: int,
     return CONTINUE, dH, jumps
 
 
+def decide_at_atp(pol: Policy, conf: float, st: dict | None, H1: float | None, jumps: int,
+                  rec: dict) -> tuple[str, float | None, int]:
+    """One ATP of a policy (tiny and hub decoders alike): the action, the first ATP's entropy H1
+    (set at the first ATP that measured attention) and the jumps so far; `rec` (the ATP's record)
+    gets the attention statistics, ΔH and the action."""
+    if st is not None:
+        rec.update(H=st["H"], trap=st["trap"], mass_prev=st["mass_prev"], mass_cur=st["mass_cur"])
+    action = CONTINUE
+    if pol.kind == "deer":
+        action = EXIT if deer_stop(conf, pol.lam) else CONTINUE
+    elif pol.kind == "asag":
+        action, dH, jumps = asag_decide(conf, st["H"], H1, st["trap"], jumps, pol)
+        rec["dH"] = dH
+    elif pol.kind == "vanilla":
+        rec["dH"] = 0.0 if H1 is None else (st["H"] - H1) / H1
+    if H1 is None and "H" in rec:
+        H1 = rec["H"]
+    rec["action"] = action
+    return action, H1, jumps
+
+
 def inject_probs(probs, target_ids: list[int], weight: float = 0.05):
     """Convergence-enhancing injection: (1−w)·softmax + w·r, r uniform over `target_ids`."""
     import torch
