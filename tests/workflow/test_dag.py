@@ -219,10 +219,10 @@ def test_paper_dry_run_prints_the_gpu_hour_plan(tmp_path):
         assert papers[paper] == pytest.approx(sum(h for p, _, h in rules if p == paper), abs=0.05 * len(rules))
     jobs = dry_run_jobs(out.stdout)
     from_jobs = sum(int(j["resources"].get("gpu", 0)) * int(j["resources"].get("runtime", 0)) for j in jobs) / 60
-    assert total == pytest.approx(from_jobs, abs=0.05)
-    assert total > 1000 and papers["tsgd"] == 0  # endpoint clients only
-    for paper in ("pse", "memora"):  # clients of models the DAG serves: only the servers hold GPUs
-        assert papers[paper] > 0 and all(r == "serving_serve" for p, r, h in rules if p == paper and h > 0)
+    assert total == pytest.approx(from_jobs, abs=0.05 + 1e-6)  # the plan prints hours to 0.1
+    assert total > 1000 and papers["tsgd"] == papers["memora"] == 0  # endpoint clients only (memora: hosted LLMs)
+    # pse: a client of the open models the DAG serves: only the servers hold GPUs
+    assert papers["pse"] > 0 and all(r == "serving_serve" for p, r, h in rules if p == "pse" and h > 0)
     # smoke and tiny are CPU scales: no GPU job, no plan
     tiny = snakemake("-n", config={"scale": "tiny", "results_dir": tmp_path / "r", "reports_dir": tmp_path / "p"})
     assert "GPU-hour plan" not in tiny.stdout
