@@ -133,6 +133,11 @@ def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summ
                            else bool(ratios[large] < ratios[small]))
     if m["r2_width_trend"] is None:
         notes["r2_width_trend"] = "; ".join(notes.get(f"r2_ratio_d{w}", "") for w in widths if ratios[w] is None)
+    else:
+        n_seeds = {w: df[(df.width == w) & (df.optimizer == "sgd")].seed.nunique() for w in (small, large)}
+        notes["r2_width_trend"] = (f"matched-reward ratio (seed-mean curves) d={large}: {ratios[large]:.3f} "
+                                   f"({n_seeds[large]} seeds) vs d={small}: {ratios[small]:.3f} "
+                                   f"({n_seeds[small]} seed{'s' if n_seeds[small] != 1 else ''}); no interval")
     # R2a at the widest width, per seed: the same matching on each seed's own curves; the metric
     # is the mean over seeds of the per-seed ratio, with a t interval over the seeds. A seed with
     # no matchable SGD lr makes the claim inconclusive (the seed-mean-curve ratio is then shown).

@@ -12,7 +12,7 @@ CATEGORIES = ("embedding", "attention", "mlp", "norm", "head")
 
 
 def category(name: str) -> str:
-    if name.startswith(("embed", "pos")) or "embed_tokens" in name:   # tiny LM / HF model
+    if "embed_tokens" in name or name.startswith("embed"):
         return "embedding"
     if "norm" in name:
         return "norm"

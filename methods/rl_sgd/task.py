@@ -1,7 +1,7 @@
 """The verifiable-reward task (our tiny task): `^aa+bb=` → digits of a+b then EOS `;`.
 
 15-symbol char vocabulary; operands are zero-padded to two digits so every prompt has the
-same length (7), which keeps batched sampling with learned positions exact. The SFT contrast
+same length (7), so a batch of prompts needs no padding or position offsets. The SFT contrast
 task is `^ab*c=` (2-digit × 1-digit multiplication). Held-out pairs are disjoint from the
 training / RL pairs. Everything is a pure function of the seed.
 """

@@ -86,9 +86,11 @@ def test_models_keep_their_eps_and_state_dict_names():
     from methods.siamesenorm.model import build_siamese_model
 
     tiny = TinyLM(TinyConfig(d_model=16, n_heads=2, d_ff=24, n_layers=1))
-    assert {n: m.eps for n, m in _norms(tiny).items()} == {"blocks.0.attn_norm": 1e-5, "blocks.0.mlp_norm": 1e-5,
-                                                           "norm": 1e-5}
-    assert {"blocks.0.attn_norm.weight", "blocks.0.mlp_norm.weight", "norm.weight"} <= set(tiny.state_dict())
+    assert {n: m.eps for n, m in _norms(tiny).items()} == {"model.layers.0.input_layernorm": 1e-5,
+                                                           "model.layers.0.post_attention_layernorm": 1e-5,
+                                                           "model.norm": 1e-5}
+    assert {"model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
+            "model.norm.weight"} <= set(tiny.state_dict())
 
     judge = Judge(20, JudgeConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, d_z=8, max_len=8, vq_codes=4,
                                   vq_decay=0.99, vq_beta=0.25), "dib_vib", {"a": 2})
