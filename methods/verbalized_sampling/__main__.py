@@ -15,7 +15,7 @@ from pathlib import Path
 
 from methods.core import cli
 from methods.core.config import from_dict, from_json
-from methods.core.results import read_json, read_jsonl, write_json, write_jsonl, write_metrics
+from methods.core.results import InputError, read_json, read_jsonl, write_json, write_jsonl, write_metrics
 
 from . import config as C
 
@@ -90,6 +90,8 @@ def _sample(a):
     else:
         from methods.core.models import load_model
 
+        if not a.model:
+            raise InputError("sample: --model (the tiny LM directory) is required when sample.generator has no backend")
         model, tok = load_model(a.model)
         llm = tiny_backend(model, tok)
         lp = pool_logprobs(llm, world)
@@ -146,8 +148,8 @@ def build_parser():
     step("theory", _theory, "alpha estimator and tabular sharpening", "data", "out")
     step("pretrain", _pretrain, "pre-train the tiny base LM", "data", "out", threads=True)
     s = step("dpo", _dpo, "DPO-align the base LM", "data", "base", "out", threads=True)
-    step("sample", _sample, "sample every method through the backend layer", "data", "model",
-         "out", threads=True)
+    s = step("sample", _sample, "sample every method through the backend layer", "data", "out", threads=True)
+    s.add_argument("--model", help="the DAG's tiny LM directory (required when the generator has no backend)")
     s = step("analyze", _analyze, "metrics, C5 simulation, claim metrics, figure", "data",
              "theory", "base", "aligned", "table", "summary", "figure")
     s.add_argument("--dpo-beta", type=float, required=True)

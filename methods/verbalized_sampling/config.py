@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from methods.core.config import Check, NonNeg, NonNegInt, PosInt, Positive
+from methods.core.llm_spec import ApiKeyEnv
 from methods.core.models import ModelConfig
 from methods.core.results import InputError
 from methods.core.train import TrainConfig
@@ -81,7 +82,7 @@ class VsGenerator:
     backend: Literal[None, "openai"]
     base_url: str | None
     model: str | None
-    api_key_env: str | None          # the environment variable holding the key (never the key)
+    api_key_env: ApiKeyEnv | None    # the environment variable holding the key (never the key)
     concurrency: PosInt
     transport: Literal["urllib", "openai"]
     json_mode: bool

@@ -19,7 +19,7 @@ rule verbalized_sampling_synth:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "verbalized_sampling", "world")),
     shell:
-        "python -m methods.verbalized_sampling synth --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.verbalized_sampling synth --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule verbalized_sampling_theory:
@@ -36,8 +36,8 @@ rule verbalized_sampling_theory:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "verbalized_sampling", "theory")),
     shell:
-        "python -m methods.verbalized_sampling theory --config {params.cfg:q} --data {input.data} "
-        "--out {output} > {log} 2>&1"
+        "python -m methods.verbalized_sampling theory --config {params.cfg:q} --data {input.data:q} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule verbalized_sampling_pretrain:
@@ -57,8 +57,8 @@ rule verbalized_sampling_pretrain:
     resources:
         **sized(verbalized_sampling_pretrain_job),
     shell:
-        "python -m methods.verbalized_sampling pretrain --config {params.cfg:q} --data {input.data} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.verbalized_sampling pretrain --config {params.cfg:q} --data {input.data:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule verbalized_sampling_dpo:
@@ -79,15 +79,15 @@ rule verbalized_sampling_dpo:
     resources:
         **sized(verbalized_sampling_dpo_job),
     shell:
-        "python -m methods.verbalized_sampling dpo --config {params.cfg:q} --data {input.data} "
-        "--base {input.base} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.verbalized_sampling dpo --config {params.cfg:q} --data {input.data:q} "
+        "--base {input.base:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule verbalized_sampling_sample:
     """Samples of every prompting method from one model, through the backend layer."""
     input:
         data=f"{VERBALIZED_SAMPLING_DIR}/data",
-        model=f"{VERBALIZED_SAMPLING_DIR}/models/{{vsmodel}}",
+        model=lambda wc: verbalized_sampling_tiny_model(wc.scale, wc.vsmodel),
         served=lambda wc: verbalized_sampling_served(wc.scale, wc.vsmodel),
         code=code("verbalized_sampling", "sample"),
     output:
@@ -102,11 +102,12 @@ rule verbalized_sampling_sample:
     params:
         runtime=runtime_of(verbalized_sampling_sample_job),
         cfg=lambda wc: as_json(verbalized_sampling_sample_cfg(wc.scale, wc.vsmodel)),
+        model=lambda wc, input: verbalized_sampling_model_arg(input.model),
     resources:
         **sized(verbalized_sampling_sample_job),
     shell:
-        "python -m methods.verbalized_sampling sample --config {params.cfg:q} --data {input.data} "
-        "--model {input.model} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.verbalized_sampling sample --config {params.cfg:q} --data {input.data:q} "
+        "{params.model} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule verbalized_sampling_analyze:
@@ -135,9 +136,9 @@ rule verbalized_sampling_analyze:
         cfg=lambda wc: as_json(hp(wc.scale, "verbalized_sampling", "analysis")),
         beta=lambda wc: hp(wc.scale, "verbalized_sampling", "dpo", "beta"),
     shell:
-        "python -m methods.verbalized_sampling analyze --config {params.cfg:q} --data {input.data} "
-        "--theory {input.theory} --base {input.base} --aligned {input.aligned} --table {output.table} "
-        "--summary {output.summary} --figure {output.figure} --dpo-beta {params.beta} > {log} 2>&1"
+        "python -m methods.verbalized_sampling analyze --config {params.cfg:q} --data {input.data:q} "
+        "--theory {input.theory:q} --base {input.base:q} --aligned {input.aligned:q} --table {output.table:q} "
+        "--summary {output.summary:q} --figure {output.figure:q} --dpo-beta {params.beta} > {log:q} 2>&1"
 
 
 FIGURES["verbalized_sampling"] = lambda scale: [f"{RESULTS}/{scale}/verbalized_sampling/figures/vs_diversity.png"]

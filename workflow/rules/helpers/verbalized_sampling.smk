@@ -13,6 +13,21 @@ def verbalized_sampling_sample_cfg(scale, vsmodel):
     return cfg
 
 
+def verbalized_sampling_tiny_model(scale, vsmodel):
+    """The DAG's tiny LM the sample step reads: only for a generator without a backend (a served or
+    hosted model samples over HTTP, so the paper scale trains no tiny LM it would not read)."""
+    if hp(scale, "verbalized_sampling", "sample", "generators")[vsmodel].get("backend"):
+        return []
+    return f"{RESULTS}/{scale}/verbalized_sampling/models/{vsmodel}"
+
+
+def verbalized_sampling_model_arg(model):
+    """`--model <dir>` for the tiny LM, nothing for an HTTP generator."""
+    import shlex
+
+    return f"--model {shlex.quote(str(model))}" if model else ""
+
+
 def verbalized_sampling_served(scale, vsmodel):
     """The address file of the server the generator talks to ([] for the tiny LM or a fixed base_url)."""
     return served_inputs(scale, "verbalized_sampling", [hp(scale, "verbalized_sampling", "sample", "generators")[vsmodel]])
