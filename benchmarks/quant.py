@@ -2,17 +2,22 @@
 
     python benchmarks/quant.py [--shapes 1024x1024 4096x4096] [--batch 1 16] [--bits 2 3 4]
                                [--group-size 32] [--model-dir results/tiny/lfq/models/omni-lfq-w3g32]
-                               [--reps 20] [--threads 1] [--out benchmarks/out/quant.json]
+                               [--reps 20] [--threads 1 2] [--act-probe] [--out benchmarks/out/quant.json]
 
 1. Size: bytes of the packed codes + fp16 scales + int8 zeros (kernels/quant.py layout, as in
    a quantized model directory's quant.safetensors) against fp32 weights: ratio fp32/packed per
    bit width, and, with --model-dir, the ratio for a real quantized directory (quantized
-   linears only, and the whole model with its FP embeddings / norms / head).
-2. Time: `kernels.quant.dequant_matmul` (on CPU the torch reference: unpack, dequantize, matmul)
-   against a plain fp32 `x @ Wᵀ`, interleaved in one run, median over reps; the fp32 matmul's
-   achieved GFLOP/s is printed beside it as the machine's reference rate (performance is reported against a limit).
-   On CPU the dequantize is pure overhead (the fused Triton kernel needs a GPU); the ratio shows
-   what the storage saving costs without a kernel.
+   linears only, and the whole model with its FP embeddings / norms / head); also the bits per
+   weight of the CPU int4 layout (4-bit code + bf16 scale and zero per group).
+2. Time, side by side in one run (interleaved, median over reps, per thread count): a plain fp32
+   `x @ Wᵀ`; the previous path `kernels.quant.dequant_matmul` (on CPU the torch reference:
+   unpack, dequantize, fp32 matmul); and the packed layer's CPU int4 path
+   (`methods.lfq.packed.PackedLinear`, torch's `_weight_int4pack_mm_for_cpu` in bf16, the
+   conversions of x and of the output included), each as a ratio to fp32. The fp32 matmul's
+   achieved GFLOP/s is printed beside it as the machine's reference rate; the int4 path's error
+   is printed as max |ŷ − y| / max |y| against the fp32 product with the dequantized weight.
+   `--act-probe` also times the raw int4 kernel with fp32 and fp16 activations (why the layer
+   uses bf16).
 3. AGoQ: the peak resident-memory growth of one training step (forward + backward) under each
    saved-activation bit policy (fp, laaq, uni4, uni2), each in a fresh process with the kernel's
    high-water mark reset just before the step, as a ratio to fp (`benchmarks/agoq.py
@@ -39,6 +44,30 @@ def _packed(n, k, bits, group, torch, kq):
     return w, kq.pack(q, bits), scale, zero
 
 
+def _act_probe(torch, lin, x, w, threads, shape, m, reps):
+    """The raw int4 kernel with fp32 / fp16 / bf16 activations (scales and zeros in the same
+    dtype, as the kernel requires) against fp32 `x @ Wᵀ`: only bf16 is fast on this CPU build."""
+    op = torch.ops.aten._weight_int4pack_mm_for_cpu
+    out = {"threads": threads, "shape": shape, "batch": m}
+    fns = {"fp32": lambda: x @ w.t()}
+    for dt in (torch.bfloat16, torch.float16, torch.float32):
+        xd, szd = x.to(dt), lin.scales_zeros.to(dt)
+        fns[str(dt).split(".")[1]] = lambda xd=xd, szd=szd: op(xd, lin.wpack, lin.group_size, szd)
+    ts = {key: [] for key in fns}
+    for f in fns.values():
+        f()
+    for _ in range(max(3, reps // 4)):
+        for key, f in fns.items():
+            t0 = time.perf_counter(); f(); ts[key].append(time.perf_counter() - t0)  # noqa: E702
+    fp = statistics.median(ts["fp32"])
+    for key in fns:
+        if key != "fp32":
+            out[f"{key}_ratio_over_fp32"] = statistics.median(ts[key]) / fp
+    print(f"  int4 kernel by activation dtype, t={threads} {shape} M={m}: "
+          + ", ".join(f"{key} {statistics.median(ts[key]) / fp:.2f}x" for key in fns if key != "fp32"))
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", nargs="+", default=["1024x1024", "4096x4096"])
@@ -47,7 +76,9 @@ def main(argv=None) -> int:
     p.add_argument("--group-size", type=int, default=32)
     p.add_argument("--model-dir", default=None)
     p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, nargs="+", default=[1])
+    p.add_argument("--act-probe", action="store_true",
+                   help="also time the int4 kernel with fp32 / fp16 activations (slow: minutes at 4096²)")
     p.add_argument("--agoq-model", default="tiny", help="AGoQ peak-memory model (benchmarks/agoq.py MODELS)")
     p.add_argument("--skip-agoq", action="store_true", help="skip 3., the AGoQ peak-memory ratio")
     p.add_argument("--out", default="benchmarks/out/quant.json")
@@ -56,36 +87,60 @@ def main(argv=None) -> int:
     import torch
 
     from kernels import quant as kq
+    from methods.lfq.packed import PackedLinear, int4_expressible
 
-    torch.set_num_threads(a.threads)
-    res = {"threads": a.threads, "group_size": a.group_size, "size": [], "matmul": []}
+    res = {"threads": a.threads, "group_size": a.group_size, "size": [], "matmul": [], "act_probe": []}
     g = a.group_size
     for bits in a.bits:
         # per weight: slot bits of code + 16-bit scale and 8-bit zero per group
         bpw = kq.slot_bits(bits) + 24 / g
         res["size"].append({"bits": bits, "bits_per_weight": bpw, "ratio_fp32_over_packed": 32 / bpw})
         print(f"size  W{bits}g{g}: {bpw:.2f} bits/weight, fp32/packed = {32 / bpw:.2f}x")
-    for shape in a.shapes:
-        n, k = map(int, shape.split("x"))
-        for bits in a.bits:
-            w, packed, scale, zero = _packed(n, k, bits, g, torch, kq)
-            w_hat = kq.dequantize(kq.unpack(packed, bits, k), scale, zero, g)
-            for m in a.batch:
-                x = torch.randn(m, k)
-                err = float((kq.dequant_matmul(x, packed, scale, zero, bits, g) - x @ w_hat.t()).abs().max())
-                t_fp, t_dq = [], []
-                for _ in range(3):
-                    x @ w.t(), kq.dequant_matmul(x, packed, scale, zero, bits, g)
-                for _ in range(a.reps):  # interleaved: machine load hits both alike
-                    t0 = time.perf_counter(); x @ w.t(); t_fp.append(time.perf_counter() - t0)  # noqa: E702
-                    t0 = time.perf_counter(); kq.dequant_matmul(x, packed, scale, zero, bits, g); t_dq.append(time.perf_counter() - t0)  # noqa: E702
-                fp, dq = statistics.median(t_fp), statistics.median(t_dq)
-                row = {"shape": shape, "bits": bits, "batch": m, "fp32_ms": fp * 1e3, "dequant_matmul_ms": dq * 1e3,
-                       "ratio_dequant_over_fp32": dq / fp, "fp32_gflops": 2 * m * n * k / fp / 1e9,
-                       "max_abs_err_vs_dequantized_dense": err}
-                res["matmul"].append(row)
-                print(f"matmul {shape} W{bits} M={m}: fp32 {fp * 1e3:.3f} ms ({row['fp32_gflops']:.1f} GFLOP/s), "
-                      f"dequant-matmul {dq * 1e3:.3f} ms, ratio {dq / fp:.2f}x")
+    if any(int4_expressible(b, g) for b in a.bits):
+        bpw4 = 4 + 32 / g  # CPU int4 layout: 4-bit code + bf16 scale + bf16 zero per group
+        res["size_int4_cpu"] = {"bits_per_weight": bpw4, "ratio_fp32_over_packed": 32 / bpw4}
+        print(f"size  int4 CPU layout g{g} (W2/W3/W4 alike): {bpw4:.2f} bits/weight, fp32/packed = {32 / bpw4:.2f}x")
+    for threads in a.threads:
+        torch.set_num_threads(threads)
+        for shape in a.shapes:
+            n, k = map(int, shape.split("x"))
+            for bits in a.bits:
+                w, packed, scale, zero = _packed(n, k, bits, g, torch, kq)
+                codes = kq.unpack(packed, bits, k)
+                w_hat = kq.dequantize(codes, scale, zero, g)
+                # the stored record: fp16 scale (exact: _packed rounds through fp16), integer zero
+                lin = PackedLinear(codes, scale.half(), zero, bits, g) if int4_expressible(bits, g) else None
+                for m in a.batch:
+                    x = torch.randn(m, k)
+                    y_ref = x @ w_hat.t()
+                    err = float((kq.dequant_matmul(x, packed, scale, zero, bits, g) - y_ref).abs().max())
+                    fns = {"fp32": lambda: x @ w.t(), "dequant": lambda: kq.dequant_matmul(x, packed, scale, zero, bits, g)}
+                    if lin is not None:
+                        fns["int4"] = lambda: lin(x)
+                    ts = {key: [] for key in fns}
+                    with torch.no_grad():
+                        for _ in range(3):
+                            for f in fns.values():
+                                f()
+                        for _ in range(a.reps):  # interleaved: machine load hits all alike
+                            for key, f in fns.items():
+                                t0 = time.perf_counter(); f(); ts[key].append(time.perf_counter() - t0)  # noqa: E702
+                    fp, dq = statistics.median(ts["fp32"]), statistics.median(ts["dequant"])
+                    row = {"threads": threads, "shape": shape, "bits": bits, "batch": m, "fp32_ms": fp * 1e3,
+                           "dequant_matmul_ms": dq * 1e3, "ratio_dequant_over_fp32": dq / fp,
+                           "fp32_gflops": 2 * m * n * k / fp / 1e9, "max_abs_err_vs_dequantized_dense": err}
+                    line = (f"matmul t={threads} {shape} W{bits} M={m}: fp32 {fp * 1e3:.3f} ms ({row['fp32_gflops']:.1f} "
+                            f"GFLOP/s), dequant-matmul {dq * 1e3:.3f} ms ({dq / fp:.2f}x)")
+                    if lin is not None:
+                        i4 = statistics.median(ts["int4"])
+                        with torch.no_grad():
+                            rel = float((lin(x) - y_ref).abs().max() / y_ref.abs().max())
+                        row.update(int4_cpu_ms=i4 * 1e3, ratio_int4_over_fp32=i4 / fp, int4_rel_err=rel)
+                        line += f", int4 CPU {i4 * 1e3:.3f} ms ({i4 / fp:.2f}x, max err {rel:.1e} of max |y|)"
+                    res["matmul"].append(row)
+                    print(line)
+                    if a.act_probe and lin is not None and bits == a.bits[-1]:
+                        res["act_probe"].append(_act_probe(torch, lin, x, w, threads, shape, m, a.reps))
     if a.model_dir:
         from safetensors import safe_open
 

@@ -6,10 +6,13 @@
 One decode step's scoring of N cached keys for H heads (one query per head):
 1. Key memory: bytes of the 1-bit codes + 3 fp32 factors per key (kernels/rabitq.py layout)
    against fp32 keys (and fp16 keys, the paper's cache): ratios.
-2. Time on the CPU: `kernels.rabitq.rabitq_scores` (here the torch reference: unpack the bits,
-   float matmul, affine) and the query preparation (rotation + INT4) against a dense fp32
-   batched matvec q·Kᵀ, interleaved in one run, median over reps; the dense matvec's achieved
-   GB/s (keys read) is printed as the reference rate (performance is reported against a limit).
+2. Time on the CPU, side by side in one run (calls interleaved, median over reps): dense fp32
+   batched mat-vec q·Kᵀ; the method's CPU path `methods.rabitqcache.rabitq.rabitq_scores_popcount`
+   (⟨b, q_u⟩ by popcount on the packed words, then the affine); the old CPU path
+   `kernels.rabitq.rabitq_scores_ref` (unpack the bits to floats, float matmul, affine); and the
+   query preparation (rotation + INT4), which both proxy paths add. Printed: dense / (popcount +
+   prep) and (unpack + prep) / dense, the dense mat-vec's achieved GB/s (the reference rate:
+   performance is reported against a limit), and a check that popcount and unpack agree bit for bit.
 3. Where CUDA exists: the Triton kernel against the torch reference on the GPU and against the
    dense fp32 / fp16 matvec, with the kernel's achieved GB/s over the bytes it reads, and a
    check that kernel and reference agree.
@@ -38,19 +41,25 @@ def _inputs(h, n, d, device, torch):
     return k, q, rot, c_k, c_q, kc
 
 
-def _time(fns: dict, reps: int, sync) -> dict:
-    """Median seconds per call of each fn, calls interleaved (one of each per rep)."""
+def _time(fns: dict, reps: int, sync, cpu: dict | None = None) -> dict:
+    """Median wall seconds per call of each fn, calls interleaved (one of each per rep). With
+    `cpu` (a dict) also the median process CPU seconds per call into it (on a shared machine
+    CPU time is less disturbed by other jobs than wall time)."""
     times = {name: [] for name in fns}
+    cpus = {name: [] for name in fns}
     for fn in fns.values():
         fn()
     sync()
     for _ in range(reps):
         for name, fn in fns.items():
             sync()
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             fn()
             sync()
             times[name].append(time.perf_counter() - t0)
+            cpus[name].append(time.process_time() - c0)
+    if cpu is not None:
+        cpu.update({name: statistics.median(c) for name, c in cpus.items()})
     return {name: statistics.median(t) for name, t in times.items()}
 
 
@@ -76,21 +85,38 @@ def main(argv=None) -> int:
         k, q, rot, c_k, c_q, kc = _inputs(h, n, d, "cpu", torch)
         code_bytes = kc.codes.numel() * 4 + kc.kfac.numel() * 4
         qs = R.prepare_query(q, rot, c_q, c_k)
+        pop = R.rabitq_scores_popcount(kc.codes, qs.qu, kc.kfac, qs.qfac, 1.0)
+        ref = K.rabitq_scores_ref(kc.codes, qs.qu, kc.kfac, qs.qfac, 1.0)
         t = _time({
             "dense_fp32": lambda: torch.bmm(k, q.unsqueeze(-1)),
-            "rabitq_ref": lambda: K.rabitq_scores_ref(kc.codes, qs.qu, kc.kfac, qs.qfac, 1.0),
+            "rabitq_popcount": lambda: R.rabitq_scores_popcount(kc.codes, qs.qu, kc.kfac, qs.qfac, 1.0),
+            "rabitq_unpack_ref": lambda: K.rabitq_scores_ref(kc.codes, qs.qu, kc.kfac, qs.qfac, 1.0),
             "prepare_query": lambda: R.prepare_query(q, rot, c_q, c_k),
-        }, a.reps, lambda: None)
+        }, a.reps, lambda: None, cpu := {})
+        pop_t = t["rabitq_popcount"] + t["prepare_query"]
+        ref_t = t["rabitq_unpack_ref"] + t["prepare_query"]
         row = {"keys": n, "bytes_fp32": k.numel() * 4, "bytes_fp16": k.numel() * 2, "bytes_codes": code_bytes,
+               "bytes_codes_bits": kc.codes.numel() * 4, "bytes_codes_factors": kc.kfac.numel() * 4,
                "mem_ratio_fp32_over_codes": k.numel() * 4 / code_bytes,
                "mem_ratio_fp16_over_codes": k.numel() * 2 / code_bytes,
-               "time_s": t, "time_ratio_ref_over_dense": (t["rabitq_ref"] + t["prepare_query"]) / t["dense_fp32"],
-               "dense_fp32_GBps": k.numel() * 4 / t["dense_fp32"] / 1e9}
+               "time_s": t, "cpu_time_s": cpu, "speedup_popcount_over_dense": t["dense_fp32"] / pop_t,
+               "cpu_speedup_popcount_over_dense": cpu["dense_fp32"] / (cpu["rabitq_popcount"] + cpu["prepare_query"]),
+               "time_ratio_ref_over_dense": ref_t / t["dense_fp32"],
+               "speedup_popcount_over_ref": ref_t / pop_t,
+               "popcount_equals_ref_bitwise": bool(torch.equal(pop, ref)),
+               "dense_fp32_GBps": k.numel() * 4 / t["dense_fp32"] / 1e9,
+               "popcount_codes_GBps": code_bytes / t["rabitq_popcount"] / 1e9}
         res["cpu"].append(row)
-        print(f"CPU N={n:6d}: key memory fp32/codes {row['mem_ratio_fp32_over_codes']:.1f}× "
-              f"(fp16/codes {row['mem_ratio_fp16_over_codes']:.1f}×); proxy score (ref + query prep) / dense fp32 "
-              f"time {row['time_ratio_ref_over_dense']:.2f}× (dense {t['dense_fp32'] * 1e3:.3f} ms at "
-              f"{row['dense_fp32_GBps']:.1f} GB/s, ref {t['rabitq_ref'] * 1e3:.3f} ms)")
+        print(f"CPU N={n:6d}: keys fp32 {row['bytes_fp32'] / 2 ** 20:.1f} MiB vs codes {code_bytes / 2 ** 20:.2f} MiB "
+              f"(bits {row['bytes_codes_bits'] / 2 ** 20:.2f} + factors {row['bytes_codes_factors'] / 2 ** 20:.2f}): "
+              f"fp32/codes {row['mem_ratio_fp32_over_codes']:.1f}× (fp16/codes {row['mem_ratio_fp16_over_codes']:.1f}×)")
+        print(f"  time: dense fp32 {t['dense_fp32'] * 1e3:.2f} ms ({row['dense_fp32_GBps']:.1f} GB/s) | popcount "
+              f"{t['rabitq_popcount'] * 1e3:.2f} ms | unpack ref {t['rabitq_unpack_ref'] * 1e3:.2f} ms | query prep "
+              f"{t['prepare_query'] * 1e3:.3f} ms")
+        print(f"  dense / (popcount + prep) {row['speedup_popcount_over_dense']:.2f}×; (unpack + prep) / dense "
+              f"{row['time_ratio_ref_over_dense']:.2f}×; unpack / popcount {row['speedup_popcount_over_ref']:.1f}×; "
+              f"bit-identical {row['popcount_equals_ref_bitwise']}; in CPU time dense / (popcount + prep) "
+              f"{row['cpu_speedup_popcount_over_dense']:.2f}×")
     if torch.cuda.is_available():
         res["device"] = torch.cuda.get_device_name()
         sync = torch.cuda.synchronize
