@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import socket
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,12 +29,6 @@ class RunConfig(RunSection):
     batches, stochastic rounding; the workflow merges both in)."""
     variant: Variant
     seed: int
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def backend_for(device) -> str:
@@ -61,13 +54,13 @@ def build(cfg: RunConfig, tok, dtype=None):
     return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(cfg.hub_id), dtype=dtype or torch.float32)
 
 
-def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, shards_dir: str, out_dir: str,
+def _worker(rank: int, world: int, rdzv_dir: str, cfg: RunConfig, data_dir: str, shards_dir: str, out_dir: str,
             threads: int):
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
 
-    from methods.core import runtime
+    from methods.core import distributed, runtime
     from methods.core.models import save_model
     from methods.core.train import evaluate_loss, lr_factor, make_optimizer
 
@@ -82,8 +75,9 @@ def _worker(rank: int, world: int, port: int, cfg: RunConfig, data_dir: str, sha
         dev = torch.device("cuda", rank)
         torch.cuda.set_device(dev)
         rt = runtime.bind(dev)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group(backend_for(dev), rank=rank, world_size=world)
+    # every rank runs on this host: rendezvous through a file (torch's TCPStore would listen on every
+    # interface, whatever MASTER_ADDR says) and gloo on the loopback interface (methods/core/distributed.py)
+    distributed.init_local(backend_for(dev), rank, world, rdzv_dir)
     tok, stream, val_stream = load(data_dir, shards_dir, cfg.seq_len)
     # created on the rank's device in the training dtype (fp32 master weights): no host copy of
     # the whole model per rank; then rank 0's weights on every rank, as DDP starts
@@ -217,9 +211,10 @@ def train_variant(cfg: RunConfig, data_dir: str | Path, shards_dir: str | Path, 
                          f"{torch.cuda.device_count()} are visible")
     per = max(1, threads // cfg.world_size)
     try:
-        mp.start_processes(_worker, args=(cfg.world_size, free_port(), cfg, str(data_dir), str(shards_dir),
-                                          str(out_dir), per),
-                           nprocs=cfg.world_size, join=True, start_method="spawn" if cuda else "fork")
+        with tempfile.TemporaryDirectory(prefix="agoq-rdzv-") as rdzv:
+            mp.start_processes(_worker, args=(cfg.world_size, rdzv, cfg, str(data_dir), str(shards_dir),
+                                              str(out_dir), per),
+                               nprocs=cfg.world_size, join=True, start_method="spawn" if cuda else "fork")
     except mp.ProcessRaisedException as e:
         last = str(e).strip().splitlines()[-1]
         if "InputError" in last:

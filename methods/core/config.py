@@ -5,7 +5,10 @@ The declaration is the validation: field types (int, float, str, bool, None, `Li
 lists, tuples, `dict[K, V]`, nested dataclasses, unions) and, through
 `typing.Annotated[T, Check(...)]`, the JSON-schema keywords a value must satisfy (minimum,
 exclusive bounds, list length, uniqueness, string pattern, mapping size). A field without a
-default is required; keys a dataclass does not declare are refused. Checks that relate several
+default is required; keys a dataclass does not declare are refused. A union of dataclasses that
+all declare one `Literal` field (e.g. `backend`) is told apart by that field's value, so an error
+names a key of the chosen arm. `Annotated[T, AsMapping(...)]` validates a mapping as T but keeps
+it a mapping (specs handed on to an API that takes one, e.g. `methods.core.llm_spec.LLMSpec`). Checks that relate several
 fields live in the dataclass's `__post_init__` and raise InputError naming the keys.
 `json_schema(cls)` writes the same rules as a draft 2020-12 JSON schema (for editors and
 documentation; `python -m methods.core schema`).
@@ -40,6 +43,7 @@ class Check:
     min_length: int | None = None
     min_properties: int | None = None
     not_in: tuple = ()                   # values refused (JSON schema `not: {enum: [...]}`)
+    redact: bool = False                 # an error does not repeat the value (it may be a secret)
 
     def schema(self) -> dict:
         names = {"minimum": "minimum", "maximum": "maximum", "exclusive_minimum": "exclusiveMinimum",
@@ -54,7 +58,7 @@ class Check:
 
     def check(self, value: Any, where: str) -> None:
         def fail(what):
-            raise InputError(f"config key '{where}': {value!r} {what}")
+            raise InputError(f"config key '{where}': {'the value' if self.redact else repr(value)} {what}")
 
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if self.minimum is not None and value < self.minimum:
@@ -83,6 +87,15 @@ class Check:
             fail("is not allowed here")
 
 
+@dataclass(frozen=True)
+class AsMapping:
+    """`Annotated[T, AsMapping()]`: the value must be a valid T (a dataclass, or a union of
+    dataclasses told apart by a Literal field), but it stays the mapping it was: the keys given,
+    their values converted, no defaults filled in (a spec handed on to an API that takes a
+    mapping). With a `name`, the JSON schema holds T once, as `$defs[name]`, and refers to it."""
+    name: str | None = None
+
+
 # The constrained scalars every paper uses.
 PosInt = Annotated[int, Check(minimum=1)]
 NonNegInt = Annotated[int, Check(minimum=0)]
@@ -99,12 +112,78 @@ def _split(tp: Any) -> tuple[Any, list[Check]]:
     return tp, []
 
 
+def _as_mapping(tp: Any) -> AsMapping | None:
+    if typing.get_origin(tp) is Annotated:
+        return next((m for m in typing.get_args(tp)[1:] if isinstance(m, AsMapping)), None)
+    return None
+
+
+def _leaves(tp: Any) -> list:
+    """The arms of a (nested, possibly Annotated) union, flattened."""
+    base, _ = _split(tp)
+    if typing.get_origin(base) in (typing.Union, types.UnionType):
+        return [leaf for a in typing.get_args(base) for leaf in _leaves(a)]
+    return [base]
+
+
+def _literal_field(cls: Any, name: str) -> tuple | None:
+    """The values of `cls`'s field `name` where it is declared `Literal[...]`, else None."""
+    if not (dataclasses.is_dataclass(cls) and name in {f.name for f in dataclasses.fields(cls)}):
+        return None
+    tp, _ = _split(typing.get_type_hints(cls, include_extras=True)[name])
+    return typing.get_args(tp) if typing.get_origin(tp) is Literal else None
+
+
+def _tagged_arm(value: Any, arms: tuple, where: str) -> Any:
+    """The dataclass of a union of dataclasses that `value` (a mapping) names by the union's tag:
+    the first field every arm declares as a Literal. None where the union is not such a union.
+    The tag missing or naming no arm is a one-line error about the tag alone (the other keys,
+    which may hold anything, are not repeated)."""
+    leaves = _leaves(typing.Union[arms])
+    if len(leaves) < 2 or not all(dataclasses.is_dataclass(c) for c in leaves):
+        return None
+    if not isinstance(value, dict):
+        raise InputError(f"config key '{where}': expected a mapping, got {value!r}")
+    tag = next((f.name for f in dataclasses.fields(leaves[0])
+                if all(_literal_field(c, f.name) is not None for c in leaves)), None)
+    if tag is None:
+        return None
+    if tag not in value:
+        raise InputError(f"missing config key '{where}.{tag}'")
+    allowed = []
+    for c in leaves:
+        opts = _literal_field(c, tag)
+        if any(o == value[tag] and type(o) is type(value[tag]) for o in opts):
+            return c
+        allowed += [o for o in opts if o not in allowed]
+    raise InputError(f"config key '{where}.{tag}': {value[tag]!r} is not one of {allowed}")
+
+
 def _check(value: Any, tp: Any, where: str) -> Any:
+    keep = _as_mapping(tp)
     tp, checks = _split(tp)
     out = _convert(value, tp, where)
+    if keep is not None and isinstance(value, dict) and dataclasses.is_dataclass(out):
+        out = {k: getattr(out, k) for k in value}
     for c in checks:
         c.check(out, where)
     return out
+
+
+def _convert_union(value: Any, tp: Any, where: str) -> Any:
+    arms = typing.get_args(tp)
+    if value is not None and type(None) in arms and len(arms) == 2:
+        # `X | None` with a value: X's own error (a nested key, a bound), not "wrong type"
+        return _check(value, next(a for a in arms if a is not type(None)), where)
+    tagged = _tagged_arm(value, arms, where)
+    if tagged is not None:  # dataclasses told apart by a Literal field: the chosen one's own error
+        return _check(value, tagged, where)
+    for arm in arms:
+        try:
+            return _check(value, arm, where)
+        except InputError:
+            pass
+    raise InputError(f"config key '{where}': {value!r} is not of type {_name(tp)}")
 
 
 def _convert(value: Any, tp: Any, where: str) -> Any:
@@ -112,16 +191,7 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
-        arms = typing.get_args(tp)
-        if value is not None and type(None) in arms and len(arms) == 2:
-            # `X | None` with a value: X's own error (a nested key, a bound), not "wrong type"
-            return _check(value, next(a for a in arms if a is not type(None)), where)
-        for arm in arms:
-            try:
-                return _check(value, arm, where)
-            except InputError:
-                pass
-        raise InputError(f"config key '{where}': {value!r} is not of type {_name(tp)}")
+        return _convert_union(value, tp, where)
     if origin is Literal:
         allowed = typing.get_args(tp)
         if value in allowed and not (isinstance(value, bool) and not any(a is value for a in allowed)):
@@ -205,7 +275,13 @@ def json_schema(tp: Any, defs: dict | None = None) -> dict:
     defs = {} if top else defs
     base, checks = _split(tp)
     origin = typing.get_origin(base)
-    if base is Any:
+    mark = _as_mapping(tp)
+    if mark is not None and mark.name is not None:
+        if mark.name not in defs:
+            defs[mark.name] = {}  # placeholder: recursion-safe
+            defs[mark.name] = json_schema(base, defs)
+        out = {"$ref": f"#/$defs/{mark.name}"}
+    elif base is Any:
         out: dict = {}
     elif dataclasses.is_dataclass(base):
         name = base.__name__ if base.__module__ == "methods.core.config" else f"{base.__module__}.{base.__name__}"

@@ -17,10 +17,17 @@ exactly the code path it was before.
   one GPU trains. Every rank must start from the same weights (same seed or same checkpoint):
   each keeps its own shard of them.
 
-Rendezvous: torchrun's c10d store is created by torchrun (`--standalone`: on this host only;
-multi-node: on the first node of the SLURM job). Note that torch's TCPStore listens on every
-interface of the host it runs on; the tests therefore rendezvous through a file
-(`init(init_method="file://...")`) and gloo on the loopback interface, and open no port.
+Rendezvous: torchrun's c10d store is created by torchrun (`--standalone`: on this host;
+multi-node: on the first node of the SLURM job). torch's TCPStore listens on every interface of
+the host it runs on (`*:PORT`, whatever MASTER_ADDR says, torch 2.x), so a group whose ranks all
+run on one host does not use one: `init_local` (and `init` where ICML26_RDZV_DIR names a
+rendezvous directory) meets through a FileStore in a fresh private directory, which opens no
+port, and pins gloo's own sockets to the loopback interface (GLOO_SOCKET_IFNAME, unless set).
+`python -m methods.core.distributed --nproc-per-node G -m methods.<slug> ...` starts G such
+ranks of one step on this host, with no store port at all (torchrun --standalone's agent keeps
+two TCPStores listening on every interface while the job runs). methods/agoq/run.py starts its
+ranks with `init_local`; tests/core/test_local_rendezvous.py checks that no rank listens on a
+wildcard address. nccl's bootstrap socket is nccl's to place (NCCL_SOCKET_IFNAME).
 """
 from __future__ import annotations
 
@@ -30,6 +37,36 @@ import sys
 from .results import InputError
 
 STRATEGIES = ("ddp", "fsdp")
+RDZV_ENV = "ICML26_RDZV_DIR"  # set by the local launcher (`main`): the ranks' rendezvous directory
+LOOPBACK_IFNAMES = ("lo", "lo0")  # Linux, BSD/macOS
+
+
+def loopback_interface() -> str | None:
+    """The name of this host's loopback interface, or None where it has none of the usual names."""
+    import socket
+
+    names = {name for _, name in socket.if_nameindex()}
+    return next((n for n in LOOPBACK_IFNAMES if n in names), None)
+
+
+def local_init_method(rdzv_dir) -> str:
+    """The `init_method` of ranks that all run on this host: a FileStore in `rdzv_dir` (a fresh
+    directory only this job writes), instead of a TCPStore listening on every interface."""
+    from pathlib import Path
+
+    return (Path(rdzv_dir).resolve() / "store").as_uri()
+
+
+def init_local(backend: str, rank: int, world: int, rdzv_dir, **kw) -> None:
+    """Join a process group of `world` ranks of this host: rendezvous through a file in
+    `rdzv_dir`, gloo's sockets on the loopback interface (unless GLOO_SOCKET_IFNAME says where)."""
+    import torch.distributed as dist
+
+    if backend == "gloo":
+        lo = loopback_interface()
+        if lo is not None:
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", lo)
+    dist.init_process_group(backend, init_method=local_init_method(rdzv_dir), rank=rank, world_size=world, **kw)
 
 
 def launched() -> bool:
@@ -73,7 +110,10 @@ def init(init_method: str | None = None) -> bool:
         runtime.bind(device)
         kw["device_id"] = device  # eager NCCL init, bound to this GPU
     backend = "nccl" if rt.is_cuda else "gloo"
-    dist.init_process_group(backend, init_method=init_method or "env://", rank=rank, world_size=world, **kw)
+    if init_method is None and os.environ.get(RDZV_ENV):  # ranks of the local launcher (`main`)
+        init_local(backend, rank, world, os.environ[RDZV_ENV], **kw)
+    else:
+        dist.init_process_group(backend, init_method=init_method or "env://", rank=rank, world_size=world, **kw)
     if rank == 0:
         print(f"distributed: {world} ranks, backend {backend}, strategy {strategy()}", file=sys.stderr)
     return True
@@ -357,3 +397,65 @@ def weights_to_save(model) -> dict | None:
     weights) unless FSDP sharded it, then its full weights gathered to rank 0. A collective
     under FSDP: call it on every rank, then save on rank 0 only (`is_main`)."""
     return full_state_dict(model) if is_fsdp(model) else None
+
+
+def launch_local(nprocs: int, argv: list[str]) -> int:
+    """Run `python <argv>` as `nprocs` ranks of one process group on this host (what
+    `torchrun --standalone --nproc-per-node nprocs` does, without its TCP stores): each rank gets
+    RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE and the rendezvous directory (RDZV_ENV), a
+    fresh private temporary directory removed afterwards. The first rank that fails stops the
+    others; returns its exit status (0 when all succeed)."""
+    import shutil
+    import signal
+    import subprocess
+    import tempfile
+    import time
+
+    if nprocs < 1:
+        raise InputError(f"--nproc-per-node must be at least 1, got {nprocs}")
+    rdzv = tempfile.mkdtemp(prefix="icml26-rdzv-")
+    procs = []
+    try:
+        for r in range(nprocs):
+            env = {**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(nprocs),
+                   "LOCAL_WORLD_SIZE": str(nprocs), RDZV_ENV: rdzv}
+            procs.append(subprocess.Popen([sys.executable, *argv], env=env))
+        signal.signal(signal.SIGTERM, lambda *_: [p.terminate() for p in procs])
+        status = 0
+        while any(p.poll() is None for p in procs):
+            failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
+            if failed:
+                status = failed[0]
+                for p in procs:
+                    if p.poll() is None:
+                        p.terminate()
+            time.sleep(0.1)
+        return status or next((p.returncode for p in procs if p.returncode), 0)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        shutil.rmtree(rdzv, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m methods.core.distributed --nproc-per-node G -m methods.<slug> ...`."""
+    import argparse
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ap = argparse.ArgumentParser(prog="python -m methods.core.distributed",
+                                 usage="%(prog)s --nproc-per-node G ARGS... (what follows `python` for every rank)",
+                                 description="Run a step as G ranks of one process group on this host "
+                                             "(rendezvous through a file: no port is opened).")
+    ap.add_argument("--nproc-per-node", type=int, required=True)
+    head = argv[:1] if argv[:1] and "=" in argv[0] else argv[:2]  # the rest is the ranks' own
+    a = ap.parse_args(head)
+    try:
+        return launch_local(a.nproc_per_node, argv[len(head):])
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

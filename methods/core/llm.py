@@ -21,7 +21,8 @@ Every backend implements the same three calls on `LLM`:
   or a hosted API): `/completions`, `/chat/completions`, scoring by `/completions` with
   `echo=True, logprobs=1, max_tokens=1`. Transport `urllib` (standard library: steps that only
   talk to a server never import torch) or `openai` (the `openai` client package). Retries with
-  exponential back-off on 5xx/429/connection errors/timeouts, a per-request timeout, and
+  exponential back-off (honouring `Retry-After`) on 5xx/429/connection errors/truncated
+  bodies/timeouts, a deadline for each whole request, and
   `concurrency` requests in flight at once (threads) for throughput. The API key is read from
   the environment variable `api_key_env` at request time only.
 - `SimBackend`: a programmatic simulator with explicit distributions (tests, mechanism demos).
@@ -34,10 +35,19 @@ from a config dict. `Embedder` wraps the offline all-MiniLM-L6-v2 sentence encod
 from __future__ import annotations
 
 import concurrent.futures
+import datetime
+import email.utils
+import functools
+import http
+import http.client
 import json
+import math
 import os
 import random
+import re
 import socket
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -311,15 +321,35 @@ def _stop_criterion(tokenizer, prompt_width: int, stop: list[str]):
     return _Stop()
 
 
+def _spec_number(name: str, value: Any, low: float | None = None, *, integer: bool = False):
+    """`value` of the spec key `name` as a finite number (an int where `integer`), > 0 where
+    `low` is None, else >= `low`; an InputError naming the key otherwise."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and (not integer or float(value).is_integer()) \
+        and (value > 0 if low is None else value >= low)
+    if not ok:
+        want = "an integer" if integer else "a number"
+        raise InputError(f"LLM spec key {name!r} must be {want} "
+                         f"{'> 0' if low is None else f'>= {low:g}'}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
 class OpenAIBackend(LLM):
     """An OpenAI-compatible server (`base_url` ends in /v1). The API key comes only from the
     environment variable named by `api_key_env`, read at request time, never stored or logged.
 
     `concurrency` requests are in flight at once (prompts go `batch_size` per /completions
-    request; chat sends one request per conversation, as the chat API takes one). Transient
-    failures (HTTP 5xx/429, connection errors, timeouts after `timeout` s) are retried
-    `max_retries` times with back-off `backoff * 2**attempt`; a 4xx or a malformed body is an
-    `LLMError` at once. `transport="openai"` sends the same requests with the `openai` package.
+    request; chat sends one request per conversation, as the chat API takes one). `timeout` is
+    the whole budget of one HTTP request (connect, send, wait and read the full answer; a slow
+    drip of bytes does not extend it). Transient failures (HTTP 5xx/429/408, refused or reset
+    connections, truncated bodies, timeouts) are retried `max_retries` times after a back-off of
+    `backoff * 2**attempt` s, or the server's `Retry-After` (seconds or HTTP-date, at most
+    60 s) where that is longer; any other 4xx (400, 401, 403, 404, ...) or a malformed answer
+    (not JSON, missing fields, a wrong number of choices) is an `LLMError` at once. Error
+    messages give the status and at most the server's short JSON error message, with anything
+    that looks like a credential removed: never the answer's body, never the key.
+    `transport="openai"` sends the same requests with the `openai` package (its own retries off:
+    ours apply on both transports).
     """
 
     def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
@@ -328,14 +358,16 @@ class OpenAIBackend(LLM):
                  json_mode: bool = False, instruction_following: bool = True):
         if transport not in ("urllib", "openai"):
             raise InputError(f"OpenAIBackend transport must be 'urllib' or 'openai', got {transport!r}")
-        if concurrency < 1 or batch_size < 1:
-            raise InputError("OpenAIBackend needs concurrency>=1 and batch_size>=1")
+        timeout, backoff = _spec_number("timeout", timeout), _spec_number("backoff", backoff, 0)
+        max_retries = _spec_number("max_retries", max_retries, 0, integer=True)
+        concurrency = _spec_number("concurrency", concurrency, 1, integer=True)
+        batch_size = _spec_number("batch_size", batch_size, 1, integer=True)
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/completions"
         self.model, self.api_key_env = model, api_key_env
         self.timeout, self.max_retries = timeout, max_retries
         self.batch_size, self.backoff = batch_size, backoff
-        self.concurrency, self.transport = int(concurrency), transport
+        self.concurrency, self.transport = concurrency, transport
         self.capabilities = {"chat_template": True, "logprobs": True, "json_mode": json_mode,
                              "instruction_following": instruction_following}
 
@@ -381,7 +413,8 @@ class OpenAIBackend(LLM):
             resp = self._post(body, "/chat/completions")
             choices = resp.get("choices") if isinstance(resp, dict) else None
             try:
-                by_index = {c["index"]: c["message"]["content"] for c in choices}
+                by_index = {c["index"]: c["message"]["content"] for c in choices
+                            if _is_index(c["index"])}
             except (TypeError, KeyError):
                 by_index = {}
             if len(choices or []) != n or set(by_index) != set(range(n)) or \
@@ -403,19 +436,25 @@ class OpenAIBackend(LLM):
                         echo=True, logprobs=1)
             resp = self._post(body)
             choices = resp.get("choices") if isinstance(resp, dict) else None
-            by_index = {c.get("index"): c for c in choices or [] if isinstance(c, dict)}
+            by_index = {c.get("index"): c for c in choices or [] if isinstance(c, dict)
+                        and _is_index(c.get("index"))}
             if set(by_index) != set(range(len(chunk))):
                 raise LLMError(f"malformed response from {self.url}: expected {len(chunk)} choices")
             out = []
             for i, (p, c) in enumerate(chunk):
                 lp = by_index[i].get("logprobs") or {}
-                offs, vals = lp.get("text_offset"), lp.get("token_logprobs")
+                offs, vals = (lp.get("text_offset"), lp.get("token_logprobs")) \
+                    if isinstance(lp, dict) else (None, None)
                 if not isinstance(offs, list) or not isinstance(vals, list) or len(offs) != len(vals):
                     raise LLMError(f"malformed response from {self.url}: no echoed logprobs "
                                    f"(does the server support echo=True with logprobs?)")
                 full = len(p) + len(c)
-                out.append([float(v) for o, v in zip(offs, vals)
-                            if len(p) <= o < full and v is not None])
+                try:
+                    out.append([float(v) for o, v in zip(offs, vals)
+                                if len(p) <= o < full and v is not None])
+                except (TypeError, ValueError):
+                    raise LLMError(f"malformed response from {self.url}: echoed logprobs are "
+                                   f"not numbers") from None
             return out
 
         chunks = [pairs[b:b + self.batch_size] for b in range(0, len(pairs), self.batch_size)]
@@ -425,7 +464,7 @@ class OpenAIBackend(LLM):
         # Choices come flat (len(prompts)*n), possibly out of order; `index` places them.
         choices = resp.get("choices") if isinstance(resp, dict) else None
         by_index = {c.get("index"): c.get("text") for c in choices or []
-                    if isinstance(c, dict)}
+                    if isinstance(c, dict) and _is_index(c.get("index"))}
         want = range(n_prompts * n)
         if len(choices or []) != len(want) or set(by_index) != set(want) or \
                 not all(isinstance(t, str) for t in by_index.values()):
@@ -434,75 +473,311 @@ class OpenAIBackend(LLM):
         return [[by_index[i * n + j] for j in range(n)] for i in range(n_prompts)]
 
     def _post(self, body: dict, path: str = "/completions") -> Any:
-        if self.transport == "openai":
-            return self._post_openai(body, path)
+        """POST `body` as JSON; the parsed JSON answer of a 2xx. Transient failures are retried
+        (see the class docstring); anything else is an `LLMError` naming the URL and the problem
+        (never the answer's body, never the key)."""
         url = self.base_url + path
-        headers = {"Content-Type": "application/json"}
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        data = json.dumps(body).encode()
-        last = ""
+        attempt_once = self._attempt_openai if self.transport == "openai" else self._attempt_urllib
+        last, retry_after = "", None
         for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            req = urllib.request.Request(url, data=data, headers=headers, method="POST")
+            if attempt:  # exponential back-off, at least what the server asked for
+                time.sleep(max(self.backoff * 2 ** (attempt - 1), retry_after or 0.0))
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                    raw = r.read()
-            except urllib.error.HTTPError as e:
-                detail = e.read()[:300].decode(errors="replace")
-                last = f"HTTP {e.code}: {detail}"
-                if e.code >= 500 or e.code == 429:  # transient: server busy/restarting
-                    continue
-                raise LLMError(f"POST {url} failed: {last}") from None
-            except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as e:
-                reason = getattr(e, "reason", e)
-                last = ("timeout" if isinstance(reason, (socket.timeout, TimeoutError))
-                        else f"connection error: {reason}")
+                raw = attempt_once(body, path, url, key)
+            except _Transient as e:
+                last, retry_after = e.reason, e.retry_after
                 continue
             try:
                 return json.loads(raw)
-            except json.JSONDecodeError:
-                raise LLMError(f"POST {url}: response is not JSON: {raw[:200]!r}") from None
+            except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+                raise LLMError(f"POST {url}: response is not JSON ({len(raw)} bytes)") from None
         raise LLMError(f"POST {url} failed after {self.max_retries + 1} attempts: {last}")
 
+    def _status_error(self, url: str, code: int, body: Any, headers: Any,
+                      key: str | None) -> Exception:
+        """An HTTP error status as `_Transient` (408, 429, 5xx) or `LLMError` (any other)."""
+        try:
+            what = f"HTTP {code} {http.HTTPStatus(code).phrase}"
+        except ValueError:
+            what = f"HTTP {code}"
+        reason = _error_reason(body, key)
+        if reason:
+            what += f": {reason}"
+        if code in (408, 429) or code >= 500:
+            return _Transient(what, _retry_after_s(headers))
+        if code in (401, 403) and self.api_key_env:
+            what += f" (the key is read from ${self.api_key_env})"
+        return LLMError(f"POST {url} failed: {what}")
+
+    def _attempt_urllib(self, body: dict, path: str, url: str, key: str | None) -> bytes:
+        """One POST with the standard library; the raw 2xx body. The whole exchange (connect,
+        send, wait, read) must end within `timeout` s: a watchdog shuts the socket down when the
+        time is up, so a slow drip of bytes cannot hold it longer."""
+        headers = {"Content-Type": "application/json"}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers,
+                                     method="POST")
+        wd = _Watchdog(self.timeout)
+        opener = urllib.request.build_opener(_WatchedHTTPHandler(wd), _WatchedHTTPSHandler(wd))
+        try:
+            with opener.open(req, timeout=self.timeout) as r:
+                raw = r.read()
+                wd.stop()
+            if wd.fired:  # the cut may read as an early end of a body without a length
+                raise _Transient("timeout")
+            return raw
+        except urllib.error.HTTPError as e:
+            try:
+                detail = e.read(_ERROR_BODY_MAX)
+            except (OSError, http.client.HTTPException):
+                detail = b""
+            wd.stop()
+            if wd.fired:
+                raise _Transient("timeout") from None
+            raise self._status_error(url, e.code, detail, e.headers, key) from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+            wd.stop()
+            reason = getattr(e, "reason", e)
+            if wd.fired or isinstance(reason, TimeoutError):  # socket.timeout is TimeoutError
+                raise _Transient("timeout") from None
+            kind = ("truncated body" if isinstance(reason, http.client.IncompleteRead)
+                    else "connection error")
+            raise _Transient(f"{kind}: {_redact(str(reason) or type(reason).__name__, key)}") \
+                from None
+        finally:
+            wd.stop()
+
     def _client(self):
-        # one client per backend (thread-safe, pooled connections); retries/timeouts are the
-        # client's own, with our numbers
+        # one client per backend (thread-safe, pooled connections); no retries of its own (ours
+        # are the same on both transports and honour Retry-After)
         if getattr(self, "_openai_client", None) is None:
             import openai
 
             key = os.environ.get(self.api_key_env) if self.api_key_env else None
             self._openai_client = openai.OpenAI(base_url=self.base_url, api_key=key or "EMPTY",
-                                                timeout=self.timeout,
-                                                max_retries=self.max_retries)
+                                                timeout=self.timeout, max_retries=0)
         return self._openai_client
 
-    def _post_openai(self, body: dict, path: str) -> Any:
+    def _attempt_openai(self, body: dict, path: str, url: str, key: str | None) -> bytes:
+        """One POST with the `openai` package; the raw 2xx body. It runs in a worker thread that
+        the caller waits on for `timeout` s at most (the package's own timeout is per read); the
+        worker reads the body in chunks and gives up once the deadline has passed, so a slow
+        drip does not keep it either."""
+        deadline = time.monotonic() + self.timeout
+        box: dict[str, Any] = {}
+
+        def work():
+            try:
+                box["raw"] = self._openai_request(body, path, url, key, deadline)
+            except BaseException as e:  # handed to the caller's thread
+                box["err"] = e
+
+        t = threading.Thread(target=work, name="llm-request", daemon=True)
+        t.start()
+        t.join(max(0.0, deadline - time.monotonic()))
+        if t.is_alive():
+            raise _Transient("timeout")
+        if "err" in box:
+            raise box["err"]
+        return box["raw"]
+
+    def _openai_request(self, body: dict, path: str, url: str, key: str | None,
+                        deadline: float) -> bytes:
         import openai
 
-        client, body = self._client(), dict(body)
-        url = self.base_url + path
+        client = self._client()
+        api = client.chat.completions if path == "/chat/completions" else client.completions
         try:
-            if path == "/chat/completions":
-                resp = client.chat.completions.create(**body)
-            else:
-                resp = client.completions.create(**body)
+            with api.with_streaming_response.create(**body, timeout=self.timeout) as resp:
+                chunks = []
+                for chunk in resp.iter_bytes():
+                    if time.monotonic() > deadline:
+                        raise _Transient("timeout")
+                    chunks.append(chunk)
+            return b"".join(chunks)
         except openai.APIStatusError as e:
-            raise LLMError(f"POST {url} failed: HTTP {e.status_code}: "
-                           f"{str(e.message)[:300]}") from None
+            raise self._status_error(url, e.status_code, e.body, e.response.headers, key) \
+                from None
         except openai.APITimeoutError:
-            raise LLMError(f"POST {url} failed after {self.max_retries + 1} attempts: "
-                           f"timeout") from None
+            raise _Transient("timeout") from None
         except openai.APIConnectionError as e:
-            raise LLMError(f"POST {url} failed after {self.max_retries + 1} attempts: "
-                           f"connection error: {e}") from None
-        except openai.APIResponseValidationError as e:
-            raise LLMError(f"POST {url}: malformed response: {e}") from None
-        if not hasattr(resp, "model_dump"):  # the client returns a raw str on a non-JSON body
-            raise LLMError(f"POST {url}: response is not JSON: {str(resp)[:200]!r}")
-        return resp.model_dump()
+            cause = f" ({type(e.__cause__).__name__}: {e.__cause__})" if e.__cause__ else ""
+            raise _Transient(f"connection error: {_redact(f'{e}{cause}', key)}") from None
+        except _http_lib_errors() as e:  # raised while the body streams in
+            if time.monotonic() > deadline or "Timeout" in type(e).__name__:
+                raise _Transient("timeout") from None
+            raise _Transient(f"connection error: {type(e).__name__}: "
+                             f"{_redact(str(e), key)}") from None
+
+
+_ERROR_BODY_MAX = 65536  # bytes of an error answer read to find its JSON error message
+_RETRY_AFTER_CAP_S = 60.0  # the longest Retry-After honoured
+_REASON_MAX = 160  # characters of a server's error message kept in an LLMError
+_SECRETS = [  # (pattern, replacement) for anything that looks like a credential
+    (re.compile(r"(?i)\b(proxy-authorization|authorization|x-api-key|api[-_]?key)\b[\"']?\s*[:=]\s*"
+                r"[\"']?(?:(?:bearer|basic|token)\s+)?[^\s\"',;}]+"), r"\1: [redacted]"),
+    (re.compile(r"(?i)\bbearer\s+[^\s\"',;}]+"), "Bearer [redacted]"),
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{4,}"), "sk-[redacted]"),
+]
+
+
+def _is_index(i: Any) -> bool:
+    return isinstance(i, int) and not isinstance(i, bool)
+
+
+class _Transient(Exception):
+    """A failure worth retrying; `reason` is safe to show, `retry_after` the server's ask (s)."""
+
+    def __init__(self, reason: str, retry_after: float | None = None):
+        super().__init__(reason)
+        self.reason, self.retry_after = reason, retry_after
+
+
+def _redact(text: str, key: str | None = None) -> str:
+    """`text` on one line, without the key, bearer tokens, `sk-...` keys or Authorization-like
+    headers, cut to _REASON_MAX characters."""
+    if key and len(key) >= 4:
+        text = text.replace(key, "[redacted]")
+    for pattern, repl in _SECRETS:
+        text = pattern.sub(repl, text)
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return text if len(text) <= _REASON_MAX else text[:_REASON_MAX - 3] + "..."
+
+
+def _error_reason(body: Any, key: str | None) -> str:
+    """The server's own short error message, redacted: the JSON field `error.message` (OpenAI),
+    `message` (vLLM) or `detail` (FastAPI) of an error answer; "" for anything else (the body
+    itself is never shown: a server may echo the request's headers)."""
+    if isinstance(body, (bytes, bytearray)):
+        try:
+            body = json.loads(body)
+        except (ValueError, RecursionError):
+            return ""
+    if not isinstance(body, dict):
+        return ""
+    err = body.get("error", body)
+    msg = err.get("message") if isinstance(err, dict) else err
+    if not isinstance(msg, str) and isinstance(err, dict):
+        msg = err.get("detail")
+    return _redact(msg, key) if isinstance(msg, str) else ""
+
+
+def _retry_after_s(headers: Any) -> float | None:
+    """Seconds a 429/5xx answer asks us to wait (`retry-after-ms`, or `Retry-After` as seconds or
+    an HTTP-date), capped at _RETRY_AFTER_CAP_S; None when it asks nothing readable."""
+    if headers is None:
+        return None
+    wait = None
+    try:
+        if headers.get("retry-after-ms"):
+            wait = float(headers.get("retry-after-ms")) / 1000
+        elif headers.get("retry-after"):
+            value = headers.get("retry-after").strip()
+            try:
+                wait = float(value)
+            except ValueError:
+                when = email.utils.parsedate_to_datetime(value)
+                if when.tzinfo is None:  # an HTTP-date is GMT
+                    when = when.replace(tzinfo=datetime.timezone.utc)
+                wait = (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if wait is None or not math.isfinite(wait):
+        return None
+    return min(max(wait, 0.0), _RETRY_AFTER_CAP_S)
+
+
+def _http_lib_errors() -> tuple:
+    """The transport errors of the HTTP library under the `openai` package (httpx or httpx2):
+    the package wraps those of the request, not those of reading a streamed body."""
+    errors = []
+    for name in ("httpx2", "httpx"):
+        mod = sys.modules.get(name)
+        for cls in ("TransportError", "StreamError", "DecodingError"):
+            if isinstance(getattr(mod, cls, None), type):
+                errors.append(getattr(mod, cls))
+    return tuple(errors) or (OSError,)
+
+
+class _Watchdog:
+    """Shuts down the socket of one HTTP exchange when its deadline passes: a blocked read or
+    write returns at once (a slow drip of bytes would otherwise reset a per-read timeout)."""
+
+    def __init__(self, seconds: float):
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self.fired = self._stopped = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def attach(self, sock) -> None:
+        with self._lock:
+            self._sock = sock
+            if self.fired:
+                _shutdown(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self.fired = True
+            if self._sock is not None:
+                _shutdown(self._sock)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+        self._timer.cancel()
+
+
+def _shutdown(sock) -> None:
+    try:  # the plain socket's shutdown, also under TLS (SSLSocket's own drops its TLS state)
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _Watched:
+    """An http.client connection that hands its socket to a `_Watchdog` once connected."""
+
+    def __init__(self, *args, watchdog: _Watchdog, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._watchdog = watchdog
+
+    def connect(self):
+        super().connect()
+        self._watchdog.attach(self.sock)
+
+
+class _WatchedHTTPConnection(_Watched, http.client.HTTPConnection):
+    pass
+
+
+class _WatchedHTTPSConnection(_Watched, http.client.HTTPSConnection):
+    pass
+
+
+class _WatchedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, watchdog: _Watchdog):
+        super().__init__()
+        self._watchdog = watchdog
+
+    def http_open(self, req):
+        return self.do_open(functools.partial(_WatchedHTTPConnection, watchdog=self._watchdog),
+                            req)
+
+
+class _WatchedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, watchdog: _Watchdog):
+        super().__init__()
+        self._watchdog = watchdog
+
+    def https_open(self, req):
+        return self.do_open(functools.partial(_WatchedHTTPSConnection, watchdog=self._watchdog),
+                            req, context=self._context)
 
 
 class SimBackend(LLM):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from methods.core.config import Check, NonNegInt, PosInt
+from methods.core.llm_spec import ApiKeyEnv, LLMSpec
 
 
 @dataclass
@@ -44,7 +45,7 @@ class LLMConfig:
     kind: Literal["template", "prompted"]
     base_url: str | None                 # prompted: an OpenAI-compatible endpoint (vLLM, hosted API)
     model: str | None                    # prompted: the model id served there
-    api_key_env: str | None              # prompted: env var holding the key (read at request time)
+    api_key_env: ApiKeyEnv | None        # prompted: env var holding the key (read at request time)
     max_new_tokens: PosInt | None        # prompted: reply budget of each call (null: 512)
     # prompted: an open model served by the DAG (an entry of memora.serving) instead of base_url; the
     # workflow hands the step base_url_file, its address file (methods/core/serving/)
@@ -75,8 +76,8 @@ class QAConfig:
     protocol, category 5 excluded; LongMemEval: its evaluate_qa yes/no protocol per question
     type). Both are `methods.core.llm.make_llm` specs (the paper: gpt-4.1-mini answers,
     gpt-4o-mini judges)."""
-    answer: dict[str, Any] | None        # make_llm spec of the answering LLM (required)
-    judge: dict[str, Any] | None         # make_llm spec of the judge LLM (required)
+    answer: LLMSpec | None               # make_llm spec of the answering LLM (required)
+    judge: LLMSpec | None                # make_llm spec of the judge LLM (required)
     answer_max_new_tokens: PosInt        # reply budget of an answer
     judge_max_new_tokens: PosInt         # reply budget of a verdict
     seed: int

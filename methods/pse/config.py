@@ -2,8 +2,10 @@
 Semantic Entities in Tool-Augmented LLM Systems" (arXiv 2608.07952; we follow its abstract, the
 protocol details are our inferred design).
 
-Agent and judge specs are open mappings: `{"backend": "sim", <planted rates>}` (the SimAgent
-simulator, checked by the step) or a `methods.core.llm.make_llm` spec. Torch-free: loaded by file
+An agent's spec is `{"backend": "sim", <planted rates>}` (the SimAgent simulator; the step checks
+the payload types) or an LLM spec (`methods.core.llm_spec.LLMSpec`, what `make_llm` takes); a
+judge's is an LLM spec. Both stay mappings (`AsMapping`) and refuse keys they do not declare, a
+credential among them (only `api_key_env`, the variable's name). Torch-free: loaded by file
 path at workflow parse time.
 """
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, get_args
 
-from methods.core.config import Check, PosInt, Prob
-from methods.core.results import InputError
+from methods.core.config import AsMapping, Check, PosInt, Prob
+from methods.core.llm_spec import LLMSpec
 
 Backend = Literal["sim", "openai", "hf"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
@@ -34,10 +36,23 @@ class ScenarioConfig:
 
 
 @dataclass
+class SimSpec:
+    """An agent spec `{"backend": "sim", ...}`: the planted rates of the simulator
+    (methods/pse/sim.py SimParams), each a probability."""
+    backend: Literal["sim"]
+    susceptibility: dict[str, Prob]      # payload type -> s_c
+    trigger_gain: Prob
+    p_carry: Prob
+    hazard: dict[str, Prob]              # payload type -> per-turn self-correction hazard
+    q: Prob
+    catch: Prob
+
+
+@dataclass
 class AgentConfig:
     """pse.agents[i]: one agent of the panel."""
     name: Annotated[str, Check(pattern=r"^[A-Za-z0-9_.-]+$")]
-    spec: dict[str, Any]                 # {"backend": "sim", <SimParams>} or a make_llm spec
+    spec: Annotated[SimSpec | LLMSpec, AsMapping()]   # the simulator, or a make_llm spec
 
 
 @dataclass
@@ -45,7 +60,7 @@ class JudgeConfig:
     """pse.judge: `string` = the nonce value appears in the answer; `llm` = a binary YES/NO
     prompt to the first of `specs` (make_llm specs), temperature 0."""
     kind: Literal["string", "llm"]
-    specs: list[dict[str, Any]]
+    specs: list[LLMSpec]
 
 
 @dataclass
@@ -73,13 +88,3 @@ class Config:
         check_serve_refs([(f"pse.agents[{i}].spec", a.spec) for i, a in enumerate(self.agents)]
                          + [(f"pse.judge.specs[{i}]", s) for i, s in enumerate(self.judge.specs)],
                          self.serving, "pse.serving")
-        # the specs are open mappings, but each names its backend (an agent's: one of BACKENDS)
-        for i, a in enumerate(self.agents):
-            if "backend" not in a.spec:
-                raise InputError(f"missing config key 'pse.agents[{i}].spec.backend'")
-            if a.spec["backend"] not in BACKENDS:
-                raise InputError(f"config key 'pse.agents[{i}].spec.backend': {a.spec['backend']!r} "
-                                 f"is not one of {list(BACKENDS)}")
-        for i, s in enumerate(self.judge.specs):
-            if "backend" not in s:
-                raise InputError(f"missing config key 'pse.judge.specs[{i}].backend'")

@@ -9,9 +9,10 @@ Torch-free: loaded by file path at workflow parse time.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from methods.core.config import Check, NonNeg, NonNegInt, PosInt, Prob
+from methods.core.llm_spec import LLMSpec
 from methods.core.results import InputError
 
 
@@ -63,7 +64,7 @@ class LLMConfig:
     """tsgd.llm: the solver and reflector: the simulator (`sim`) or two endpoints."""
     kind: Literal["sim", "endpoint"]
     # [solver, reflector] make_llm specs (kind endpoint); [] with the simulator
-    endpoints: Annotated[list[dict[str, Any]], Check(max_items=2)]
+    endpoints: Annotated[list[LLMSpec], Check(max_items=2)]
     sim_solver: SolverParams
     sim_reflector: ReflectorParams
     seed: int
@@ -138,9 +139,6 @@ class Config:
     def __post_init__(self):
         if "full" not in self.variants:
             raise InputError("missing config key 'tsgd.variants.full'")
-        for i, spec in enumerate(self.llm.endpoints):   # open make_llm specs, each names its backend
-            if "backend" not in spec:
-                raise InputError(f"missing config key 'tsgd.llm.endpoints[{i}].backend'")
         if self.lm_eval.tasks:
             if self.lm_eval.variant not in self.variants:
                 raise InputError(f"tsgd.lm_eval.variant: no variant {self.lm_eval.variant!r} "

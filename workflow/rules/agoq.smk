@@ -20,7 +20,7 @@ rule agoq_data:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "agoq", "data")),
     shell:
-        "python -m methods.agoq data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.agoq data --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule agoq_shards:
@@ -40,8 +40,8 @@ rule agoq_shards:
         # ids of the whole text, as when it was tokenized in one piece
         eos="no",
     shell:
-        "python -m methods.core shards --source {input.data}/train.txt --val-source {input.data}/val.txt "
-        "--tokenizer {input.data}/tokenizer --eos {params.eos} --out {output} > {log} 2>&1"
+        "python -m methods.core shards --source {input.data:q}/train.txt --val-source {input.data:q}/val.txt "
+        "--tokenizer {input.data:q}/tokenizer --eos {params.eos} --out {output:q} > {log:q} 2>&1"
 
 
 rule agoq_train:
@@ -67,9 +67,9 @@ rule agoq_train:
     resources:
         **sized(agoq_train_job),
     shell:
-        "python -m methods.agoq train --config {params.cfg:q} --data {input.data} --shards {input.shards} "
-        "--out {output} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.agoq train --config {params.cfg:q} --data {input.data:q} --shards {input.shards:q} "
+        "--out {output:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule agoq_probe:
@@ -90,8 +90,8 @@ rule agoq_probe:
     resources:
         **sized(agoq_probe_job),
     shell:
-        "python -m methods.agoq probe --config {params.cfg:q} --model {input.model} --shards {input.shards} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.agoq probe --config {params.cfg:q} --model {input.model:q} --shards {input.shards:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule agoq_aggregate:
@@ -118,9 +118,9 @@ rule agoq_aggregate:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "agoq", "analysis")),
     shell:
-        "python -m methods.agoq aggregate --config {params.cfg:q} --runs {input.runs} --probe {input.probe} "
-        "--table {output.table} --pp-memory {output.pp_memory} --summary {output.summary} "
-        "--figure {output.figure} > {log} 2>&1"
+        "python -m methods.agoq aggregate --config {params.cfg:q} --runs {input.runs:q} --probe {input.probe:q} "
+        "--table {output.table:q} --pp-memory {output.pp_memory:q} --summary {output.summary:q} "
+        "--figure {output.figure:q} > {log:q} 2>&1"
 
 
 FIGURES["agoq"] = lambda scale: [f"{RESULTS}/{scale}/agoq/figures/agoq.png"]

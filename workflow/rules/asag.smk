@@ -19,7 +19,7 @@ rule asag_data:
         cfg=lambda wc: as_json(hp(wc.scale, "asag", "data")),
         paper=lambda wc: as_json(hp(wc.scale, "asag", "paper")),
     shell:
-        "python -m methods.asag data --config {params.cfg:q} --paper {params.paper:q} --out {output} > {log} 2>&1"
+        "python -m methods.asag data --config {params.cfg:q} --paper {params.paper:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule asag_train:
@@ -39,8 +39,8 @@ rule asag_train:
     resources:
         **sized(asag_train_job),
     shell:
-        "python -m methods.asag train --config {params.cfg:q} --data {input.data} --out {output} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.asag train --config {params.cfg:q} --data {input.data:q} --out {output:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule asag_decode:
@@ -65,9 +65,9 @@ rule asag_decode:
     resources:
         **sized(asag_decode_job),
     shell:
-        "python -m methods.asag decode --config {params.cfg:q} --paper {params.paper:q} --model {input.model} "
-        "--data {input.data} --policy {wildcards.policy} --out {output} --threads {threads} "
-        "--runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.asag decode --config {params.cfg:q} --paper {params.paper:q} --model {input.model:q} "
+        "--data {input.data:q} --policy {wildcards.policy:q} --out {output:q} --threads {threads} "
+        "--runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule asag_report:
@@ -93,9 +93,9 @@ rule asag_report:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "asag", "analysis")),
     shell:
-        "python -m methods.asag report --config {params.cfg:q} --runs {input.runs} --model {input.model} "
-        "--table {output.table} "
-        "--summary {output.summary} --figure {output.figure} > {log} 2>&1"
+        "python -m methods.asag report --config {params.cfg:q} --runs {input.runs:q} --model {input.model:q} "
+        "--table {output.table:q} "
+        "--summary {output.summary:q} --figure {output.figure:q} > {log:q} 2>&1"
 
 
 FIGURES["asag"] = lambda scale: [f"{RESULTS}/{scale}/asag/figures/acc_vs_tokens.png"]

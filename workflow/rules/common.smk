@@ -5,6 +5,7 @@
 # and GPU job sizers are in workflow/rules/helpers/<slug>.smk, which its rules file includes.
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -109,6 +110,15 @@ def conda_env(wildcards):
     """The conda env matching the pins (used with --software-deployment-method conda):
     the CUDA build of torch where a step gets a GPU."""
     return "../../envs/cuda.yaml" if on_gpu(wildcards.scale) else "../../envs/cpu.yaml"
+
+
+def shell_words(words):
+    """Paths (or names) as one string of shell-quoted words: a `params:` argument string built in
+    Python (`--models a.pt b.pt`), which `:q` in the command cannot quote word by word; a path
+    placeholder of a command itself is quoted with `:q` (tests/workflow/test_shell_safety.py)."""
+    if isinstance(words, (str, os.PathLike)):
+        words = [words]
+    return " ".join(shlex.quote(str(w)) for w in words)
 
 
 def fmt(x):

@@ -20,7 +20,7 @@ rule dag_moe_data:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "dag_moe", "data")),
     shell:
-        "python -m methods.dag_moe data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.dag_moe data --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule dag_moe_shards:
@@ -39,8 +39,8 @@ rule dag_moe_shards:
         # documents end with a newline in the text files, as they were joined before; no EOS
         eos="no",
     shell:
-        "python -m methods.core shards --source {input.data}/train.txt --val-source {input.data}/val.txt "
-        "--tokenizer {input.data}/tokenizer --eos {params.eos} --out {output} > {log} 2>&1"
+        "python -m methods.core shards --source {input.data:q}/train.txt --val-source {input.data:q}/val.txt "
+        "--tokenizer {input.data:q}/tokenizer --eos {params.eos} --out {output:q} > {log:q} 2>&1"
 
 
 rule dag_moe_train:
@@ -63,15 +63,15 @@ rule dag_moe_train:
         cfg=lambda wc: as_json(dag_moe_step_cfg(wc.scale, "lm")),
         arch=lambda wc: as_json(hp(wc.scale, "dag_moe", "archs", wc.arch)),
         ckpt=f"{DAG_MOE_DIR}/checkpoints/{{arch}}_s{{seed}}.pt",
-        shards=lambda wc, input: f"--shards {input.shards}" if input.shards else "",
+        shards=lambda wc, input: f"--shards {shell_words(input.shards)}" if input.shards else "",
         launch=launcher,  # python, or torchrun over the job's GPUs (common.smk)
     resources:
         **sized(dag_moe_train_job),
     shell:
         "{params.launch} -m methods.dag_moe train --config {params.cfg:q} --arch {params.arch:q} "
-        "--name {wildcards.arch} --seed {wildcards.seed} --data {input.data} {params.shards} "
-        "--checkpoint {params.ckpt} --out {output.model} --metrics {output.metrics} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "--name {wildcards.arch:q} --seed {wildcards.seed:q} --data {input.data:q} {params.shards} "
+        "--checkpoint {params.ckpt:q} --out {output.model:q} --metrics {output.metrics:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule dag_moe_compose:
@@ -93,8 +93,8 @@ rule dag_moe_compose:
     resources:
         **sized(dag_moe_compose_job),
     shell:
-        "python -m methods.dag_moe compose --config {params.cfg:q} --aggregation {wildcards.agg} "
-        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.dag_moe compose --config {params.cfg:q} --aggregation {wildcards.agg:q} "
+        "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule dag_moe_timing:
@@ -113,14 +113,14 @@ rule dag_moe_timing:
     params:
         runtime=runtime_of(dag_moe_timing_job),
         cfg=lambda wc: as_json(hp(wc.scale, "dag_moe", "timing")),
-        names=lambda wc: " ".join(dag_moe_archs(wc.scale)),
+        names=lambda wc: shell_words(dag_moe_archs(wc.scale)),
         seq_len=lambda wc: hp(wc.scale, "dag_moe", "data", "seq_len"),
     resources:
         **sized(dag_moe_timing_job),
     shell:
         "python -m methods.dag_moe timing --config {params.cfg:q} --names {params.names} "
-        "--runs {input.runs} --data {input.data} --seq-len {params.seq_len} --out {output} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "--runs {input.runs:q} --data {input.data:q} --seq-len {params.seq_len} --out {output:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule dag_moe_lm_eval:
@@ -142,8 +142,8 @@ rule dag_moe_lm_eval:
     resources:
         **sized(dag_moe_lm_eval_job),
     shell:
-        "python -m methods.dag_moe lm-eval --config {params.cfg:q} --model {input.model} "
-        "--name {wildcards.arch} --seed {wildcards.seed} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.dag_moe lm-eval --config {params.cfg:q} --model {input.model:q} "
+        "--name {wildcards.arch:q} --seed {wildcards.seed:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule dag_moe_aggregate:
@@ -165,9 +165,9 @@ rule dag_moe_aggregate:
         mem_mb=1000,
         runtime=5,
     shell:
-        "python -m methods.dag_moe aggregate --runs {input.runs} --compose {input.compose} "
-        "--timing {input.timing} --lm-eval {input.lm_eval} --table {output.table} "
-        "--summary {output.summary} > {log} 2>&1"
+        "python -m methods.dag_moe aggregate --runs {input.runs:q} --compose {input.compose:q} "
+        "--timing {input.timing:q} --lm-eval {input.lm_eval:q} --table {output.table:q} "
+        "--summary {output.summary:q} > {log:q} 2>&1"
 
 
 rule dag_moe_figure:
@@ -190,7 +190,7 @@ rule dag_moe_figure:
         mem_mb=1000,
         runtime=5,
     shell:
-        "python -m methods.dag_moe figure --summary {input.summary} --out {output.fig} > {log} 2>&1"
+        "python -m methods.dag_moe figure --summary {input.summary:q} --out {output.fig:q} > {log:q} 2>&1"
 
 
 FIGURES["dag_moe"] = lambda scale: [f"{RESULTS}/{scale}/dag_moe/figures/dag_moe.png"]

@@ -24,8 +24,8 @@ rule dibjudge_data:
     resources:
         **sized(dibjudge_data_job),
     shell:
-        "python -m methods.dibjudge data --config {params.cfg:q} --hub {params.hub:q} --out {output} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.dibjudge data --config {params.cfg:q} --hub {params.hub:q} --out {output:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule dibjudge_train:
@@ -48,8 +48,8 @@ rule dibjudge_train:
     resources:
         **sized(dibjudge_train_job),
     shell:
-        "python -m methods.dibjudge train --config {params.cfg:q} --variant {wildcards.variant} "
-        "--data {input.data} --ckpt {params.ckpt} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.dibjudge train --config {params.cfg:q} --variant {wildcards.variant:q} "
+        "--data {input.data:q} --ckpt {params.ckpt:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule dibjudge_report:
@@ -73,8 +73,8 @@ rule dibjudge_report:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "dibjudge", "report")),
     shell:
-        "python -m methods.dibjudge report --config {params.cfg:q} --metrics {input.metrics} "
-        "--table {output.table} --summary {output.summary} --figure {output.figure} > {log} 2>&1"
+        "python -m methods.dibjudge report --config {params.cfg:q} --metrics {input.metrics:q} "
+        "--table {output.table:q} --summary {output.summary:q} --figure {output.figure:q} > {log:q} 2>&1"
 
 
 FIGURES["dibjudge"] = lambda scale: [f"{RESULTS}/{scale}/dibjudge/figures/bias.png"]

@@ -19,7 +19,7 @@ rule efficient_dlm_data:
         cfg=lambda wc: as_json(hp(wc.scale, "efficient_dlm", "data")),
         extra=lambda wc: efficient_dlm_data_args(wc.scale),
     shell:
-        "python -m methods.efficient_dlm data --config {params.cfg:q} --out {output} {params.extra} > {log} 2>&1"
+        "python -m methods.efficient_dlm data --config {params.cfg:q} --out {output:q} {params.extra} > {log:q} 2>&1"
 
 
 rule efficient_dlm_train_ar:
@@ -39,8 +39,8 @@ rule efficient_dlm_train_ar:
     resources:
         **sized(efficient_dlm_train_ar_job),
     shell:
-        "python -m methods.efficient_dlm train_ar --config {params.cfg:q} --data {input.data} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.efficient_dlm train_ar --config {params.cfg:q} --data {input.data:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule efficient_dlm_convert:
@@ -64,8 +64,8 @@ rule efficient_dlm_convert:
     resources:
         **sized(efficient_dlm_convert_job),
     shell:
-        "python -m methods.efficient_dlm convert --config {params.cfg:q} --variant {wildcards.variant} "
-        "--ar {input.ar} --data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.efficient_dlm convert --config {params.cfg:q} --variant {wildcards.variant:q} "
+        "--ar {input.ar:q} --data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule efficient_dlm_eval:
@@ -88,8 +88,8 @@ rule efficient_dlm_eval:
     resources:
         **sized(efficient_dlm_eval_job),
     shell:
-        "python -m methods.efficient_dlm evaluate --config {params.cfg:q} --hub {params.hub:q} --ar {input.ar} "
-        "--convs {input.convs} --data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.efficient_dlm evaluate --config {params.cfg:q} --hub {params.hub:q} --ar {input.ar:q} "
+        "--convs {input.convs:q} --data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule efficient_dlm_report:
@@ -119,9 +119,9 @@ rule efficient_dlm_report:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "efficient_dlm", "analysis")),
     shell:
-        "python -m methods.efficient_dlm aggregate --config {params.cfg:q} --eval {input.eval} "
-        "--table {output.table} --summary {output.summary} --frontier {output.frontier} "
-        "--drift {output.drift} > {log} 2>&1"
+        "python -m methods.efficient_dlm aggregate --config {params.cfg:q} --eval {input.eval:q} "
+        "--table {output.table:q} --summary {output.summary:q} --frontier {output.frontier:q} "
+        "--drift {output.drift:q} > {log:q} 2>&1"
 
 
 FIGURES["efficient_dlm"] = lambda scale: [

@@ -22,7 +22,7 @@ rule fusionroute_gen_data:
     params:
         cfg=lambda wc: as_json(fusionroute_data_cfg(wc.scale, wc.seed)),
     shell:
-        "python -m methods.fusionroute data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.fusionroute data --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule fusionroute_train_expert:
@@ -45,8 +45,8 @@ rule fusionroute_train_expert:
     resources:
         **sized(fusionroute_train_expert_job),
     shell:
-        "python -m methods.fusionroute expert --config {params.cfg:q} --domain {wildcards.domain} "
-        "--seed {params.seed} --data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.fusionroute expert --config {params.cfg:q} --domain {wildcards.domain:q} "
+        "--seed {params.seed} --data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule fusionroute_sft_router:
@@ -69,7 +69,7 @@ rule fusionroute_sft_router:
         **sized(fusionroute_sft_router_job),
     shell:
         "python -m methods.fusionroute sft --config {params.cfg:q} --seed {params.seed} "
-        "--data {input.data} --experts {input.experts} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "--data {input.data:q} --experts {input.experts:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule fusionroute_cdpo:
@@ -92,9 +92,9 @@ rule fusionroute_cdpo:
     resources:
         **sized(fusionroute_cdpo_job),
     shell:
-        "python -m methods.fusionroute cdpo --config {params.cfg:q} --data {input.data} "
-        "--experts {input.experts} --router {input.router} --out {output.router} "
-        "--prefs {output.prefs} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.fusionroute cdpo --config {params.cfg:q} --data {input.data:q} "
+        "--experts {input.experts:q} --router {input.router:q} --out {output.router:q} "
+        "--prefs {output.prefs:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule fusionroute_eval:
@@ -117,9 +117,9 @@ rule fusionroute_eval:
     resources:
         **sized(fusionroute_eval_job),
     shell:
-        "python -m methods.fusionroute evaluate --config {params.cfg:q} --data {input.data} "
-        "--experts {input.experts} --sft {input.sft} --cdpo {input.cdpo} --out {output} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.fusionroute evaluate --config {params.cfg:q} --data {input.data:q} "
+        "--experts {input.experts:q} --sft {input.sft:q} --cdpo {input.cdpo:q} --out {output:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule fusionroute_aggregate:
@@ -144,8 +144,8 @@ rule fusionroute_aggregate:
     params:
         cfg=lambda wc: as_json({"seeds": hp(wc.scale, "fusionroute", "seeds")}),
     shell:
-        "python -m methods.fusionroute aggregate --config {params.cfg:q} --evals {input.evals} "
-        "--summary {output.summary} --table {output.table} --figure {output.figure} > {log} 2>&1"
+        "python -m methods.fusionroute aggregate --config {params.cfg:q} --evals {input.evals:q} "
+        "--summary {output.summary:q} --table {output.table:q} --figure {output.figure:q} > {log:q} 2>&1"
 
 
 FIGURES["fusionroute"] = lambda scale: [f"{RESULTS}/{scale}/fusionroute/figures/em_by_domain.png"]

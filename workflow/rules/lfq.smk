@@ -19,7 +19,7 @@ rule lfq_data:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "lfq", "data")),
     shell:
-        "python -m methods.lfq data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.lfq data --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule lfq_train_fp:
@@ -39,8 +39,8 @@ rule lfq_train_fp:
     resources:
         **sized(lfq_train_fp_job),
     shell:
-        "python -m methods.lfq train --config {params.cfg:q} --data {input.data} --out {output} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.lfq train --config {params.cfg:q} --data {input.data:q} --out {output:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule lfq_calibrate:
@@ -58,8 +58,8 @@ rule lfq_calibrate:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "lfq", "calib")),
     shell:
-        "python -m methods.lfq calibrate --config {params.cfg:q} --data {input.data} "
-        "--base {input.base} --out {output} > {log} 2>&1"
+        "python -m methods.lfq calibrate --config {params.cfg:q} --data {input.data:q} "
+        "--base {input.base:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule lfq_quantize:
@@ -83,8 +83,8 @@ rule lfq_quantize:
     resources:
         **sized(lfq_quantize_job),
     shell:
-        "python -m methods.lfq quantize --config {params.cfg:q} --method {wildcards.method} "
-        "--base {input.base} --calib {input.calib} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.lfq quantize --config {params.cfg:q} --method {wildcards.method:q} "
+        "--base {input.base:q} --calib {input.calib:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule lfq_final:
@@ -110,9 +110,9 @@ rule lfq_final:
     resources:
         **sized(lfq_final_job),
     shell:
-        "python -m methods.lfq final --config {params.cfg:q} --objective {wildcards.objective} "
-        "--base {input.base} --quantized {input.quantized} --calib {input.calib} --out {output} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.lfq final --config {params.cfg:q} --objective {wildcards.objective:q} "
+        "--base {input.base:q} --quantized {input.quantized:q} --calib {input.calib:q} --out {output:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule lfq_evaluate:
@@ -136,8 +136,8 @@ rule lfq_evaluate:
     resources:
         **sized(lfq_evaluate_job),
     shell:
-        "python -m methods.lfq evaluate --config {params.cfg:q} --fp {input.fp} --models {input.models} "
-        "--data {input.data} --setting {wildcards.qcfg} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.lfq evaluate --config {params.cfg:q} --fp {input.fp:q} --models {input.models:q} "
+        "--data {input.data:q} --setting {wildcards.qcfg:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule lfq_report:
@@ -161,8 +161,8 @@ rule lfq_report:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "lfq", "analysis")),
     shell:
-        "python -m methods.lfq report --config {params.cfg:q} --evals {input.evals} --table {output.table} "
-        "--summary {output.summary} --figure {output.figure} > {log} 2>&1"
+        "python -m methods.lfq report --config {params.cfg:q} --evals {input.evals:q} --table {output.table:q} "
+        "--summary {output.summary:q} --figure {output.figure:q} > {log:q} 2>&1"
 
 
 FIGURES["lfq"] = lambda scale: [f"{RESULTS}/{scale}/lfq/figures/em_vs_length.png"]

@@ -21,7 +21,7 @@ rule memora_data:
         cfg=lambda wc: as_json(hp(wc.scale, "memora")),
         out=lambda wc, output: os.path.dirname(output.convs),
     shell:
-        "python -m methods.memora data --config {params.cfg:q} --out {params.out} > {log} 2>&1"
+        "python -m methods.memora data --config {params.cfg:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule memora_embed:
@@ -40,7 +40,7 @@ rule memora_embed:
         cfg=lambda wc: as_json(hp(wc.scale, "memora")),
         data=lambda wc, input: os.path.dirname(input.qa),
     shell:
-        "python -m methods.memora embed --config {params.cfg:q} --data {params.data} --out {output} > {log} 2>&1"
+        "python -m methods.memora embed --config {params.cfg:q} --data {params.data:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule memora_build:
@@ -63,8 +63,8 @@ rule memora_build:
         cfg=lambda wc: as_json(memora_step_cfg(wc.scale, "build")),
         data=lambda wc, input: os.path.dirname(input.convs),
     shell:
-        "python -m methods.memora build --config {params.cfg:q} --store {wildcards.mstore} "
-        "--data {params.data} --emb {input.emb} --out {output} > {log} 2>&1"
+        "python -m methods.memora build --config {params.cfg:q} --store {wildcards.mstore:q} "
+        "--data {params.data:q} --emb {input.emb:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule memora_retrieve:
@@ -89,9 +89,9 @@ rule memora_retrieve:
         cfg=lambda wc: as_json(memora_step_cfg(wc.scale, "retrieve")),
         data=lambda wc, input: os.path.dirname(input.qa),
     shell:
-        "python -m methods.memora retrieve --config {params.cfg:q} --store {wildcards.mstore} "
-        "--policy {wildcards.mpolicy} --data {params.data} --emb {input.emb} --built {input.built} "
-        "--out {output} > {log} 2>&1"
+        "python -m methods.memora retrieve --config {params.cfg:q} --store {wildcards.mstore:q} "
+        "--policy {wildcards.mpolicy:q} --data {params.data:q} --emb {input.emb:q} --built {input.built:q} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule memora_answer:
@@ -117,9 +117,9 @@ rule memora_answer:
         cfg=lambda wc: as_json(memora_step_cfg(wc.scale, "answer")),
         data=lambda wc, input: os.path.dirname(input.qa),
     shell:
-        "python -m methods.memora answer --config {params.cfg:q} --store {wildcards.mstore} "
-        "--policy {wildcards.mpolicy} --data {params.data} --built {input.built} --ret {input.ret} "
-        "--out {output} > {log} 2>&1"
+        "python -m methods.memora answer --config {params.cfg:q} --store {wildcards.mstore:q} "
+        "--policy {wildcards.mpolicy:q} --data {params.data:q} --built {input.built:q} --ret {input.ret:q} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule memora_judge:
@@ -144,8 +144,8 @@ rule memora_judge:
         cfg=lambda wc: as_json(memora_step_cfg(wc.scale, "judge")),
         data=lambda wc, input: os.path.dirname(input.qa),
     shell:
-        "python -m methods.memora judge --config {params.cfg:q} --data {params.data} "
-        "--answers {input.answers} --out {output} > {log} 2>&1"
+        "python -m methods.memora judge --config {params.cfg:q} --data {params.data:q} "
+        "--answers {input.answers:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule memora_theory:
@@ -166,8 +166,8 @@ rule memora_theory:
         cfg=lambda wc: as_json(memora_step_cfg(wc.scale, "theory")),
         data=lambda wc, input: os.path.dirname(input.qa),
     shell:
-        "python -m methods.memora theory --config {params.cfg:q} --data {params.data} --emb {input.emb} "
-        "--out {output} > {log} 2>&1"
+        "python -m methods.memora theory --config {params.cfg:q} --data {params.data:q} --emb {input.emb:q} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule memora_aggregate:
@@ -196,8 +196,8 @@ rule memora_aggregate:
         cfg=lambda wc: as_json(hp(wc.scale, "memora")),
     shell:
         "python -m methods.memora aggregate --config {params.cfg:q} "
-        "--runs {input.runs} --builds {input.builds} --theory {input.theory} --table {output.table} "
-        "--summary {output.summary} --figure {output.figure} --judged {input.judged} > {log} 2>&1"
+        "--runs {input.runs:q} --builds {input.builds:q} --theory {input.theory:q} --table {output.table:q} "
+        "--summary {output.summary:q} --figure {output.figure:q} --judged {input.judged:q} > {log:q} 2>&1"
 
 
 FIGURES["memora"] = lambda scale: [f"{RESULTS}/{scale}/memora/figures/retrieval.png"]

@@ -19,7 +19,7 @@ rule model_pool_data:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "model_pool")),
     shell:
-        "python -m methods.core.model_pool data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.core.model_pool data --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule model_pool_train_member:
@@ -39,8 +39,8 @@ rule model_pool_train_member:
     resources:
         **sized(model_pool_train_member_job),
     shell:
-        "python -m methods.core.model_pool train --config {params.cfg:q} --member {wildcards.member} "
-        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.core.model_pool train --config {params.cfg:q} --member {wildcards.member:q} "
+        "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule model_pool_train_verifier:
@@ -62,8 +62,8 @@ rule model_pool_train_verifier:
     resources:
         **sized(model_pool_train_verifier_job),
     shell:
-        "python -m methods.core.model_pool verifier --config {params.cfg:q} --data {input.data} --out {output} "
-        "--members {input.members} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.core.model_pool verifier --config {params.cfg:q} --data {input.data:q} --out {output:q} "
+        "--members {input.members:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule model_pool_costs:
@@ -84,5 +84,5 @@ rule model_pool_costs:
     resources:
         **sized(model_pool_costs_job),
     shell:
-        "python -m methods.core.model_pool costs --config {params.cfg:q} --members {input.members} "
-        "--verifier {input.verifier} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.core.model_pool costs --config {params.cfg:q} --members {input.members:q} "
+        "--verifier {input.verifier:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"

@@ -19,7 +19,7 @@ rule pid_data:
     params:
         cfg=lambda wc: as_json(pid_data_cfg(wc.scale)),
     shell:
-        "python -m methods.pid data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.pid data --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule pid_train:
@@ -41,8 +41,8 @@ rule pid_train:
     resources:
         **sized(pid_train_job),
     shell:
-        "python -m methods.pid train --config {params.cfg:q} --mix {wildcards.pid_mix} --data {input.data} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.pid train --config {params.cfg:q} --mix {wildcards.pid_mix:q} --data {input.data:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule pid_decide:
@@ -65,8 +65,8 @@ rule pid_decide:
     resources:
         **sized(pid_decide_job),
     shell:
-        "python -m methods.pid decide --config {params.cfg:q} --data {input.data} {params.models} "
-        "--out {output.decisions} --interventions {output.interventions} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.pid decide --config {params.cfg:q} --data {input.data:q} {params.models} "
+        "--out {output.decisions:q} --interventions {output.interventions:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule pid_pid:
@@ -85,8 +85,8 @@ rule pid_pid:
         runtime=cpu_runtime,
         cfg=lambda wc: as_json(hp(wc.scale, "pid", "pid")),
     shell:
-        "python -m methods.pid pid --config {params.cfg:q} --data {input.data} --decisions {input.decisions} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.pid pid --config {params.cfg:q} --data {input.data:q} --decisions {input.decisions:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule pid_reweight:
@@ -108,8 +108,8 @@ rule pid_reweight:
     resources:
         **sized(pid_reweight_job),
     shell:
-        "python -m methods.pid reweight --config {params.cfg:q} --data {input.data} {params.models} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.pid reweight --config {params.cfg:q} --data {input.data:q} {params.models} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule pid_aggregate:
@@ -141,9 +141,9 @@ rule pid_aggregate:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "pid", "analysis")),
     shell:
-        "python -m methods.pid aggregate --config {params.cfg:q} --pid {input.pid} "
-        "--interventions {input.interventions} --reweight {input.reweight} --summary {output.summary} "
-        "--table {output.table} --fig_profiles {output.profiles} --fig_synergy {output.synergy} > {log} 2>&1"
+        "python -m methods.pid aggregate --config {params.cfg:q} --pid {input.pid:q} "
+        "--interventions {input.interventions:q} --reweight {input.reweight:q} --summary {output.summary:q} "
+        "--table {output.table:q} --fig_profiles {output.profiles:q} --fig_synergy {output.synergy:q} > {log:q} 2>&1"
 
 
 FIGURES["pid"] = lambda scale: [

@@ -19,7 +19,7 @@ rule pse_scenarios:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "pse", "scenarios")),
     shell:
-        "python -m methods.pse scenarios --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.pse scenarios --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule pse_run:
@@ -40,8 +40,8 @@ rule pse_run:
     params:
         cfg=lambda wc: as_json(pse_step_agent_cfg(wc.scale, wc.pse_agent)),
     shell:
-        "python -m methods.pse run --config {params.cfg:q} --scenarios {input.scenarios} "
-        "--out {output} > {log} 2>&1"
+        "python -m methods.pse run --config {params.cfg:q} --scenarios {input.scenarios:q} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule pse_pipeline:
@@ -60,8 +60,8 @@ rule pse_pipeline:
     params:
         cfg=lambda wc: as_json(pse_step_agent_cfg(wc.scale, hp(wc.scale, "pse", "primary"))),
     shell:
-        "python -m methods.pse pipeline --config {params.cfg:q} --scenarios {input.scenarios} "
-        "--out {output} > {log} 2>&1"
+        "python -m methods.pse pipeline --config {params.cfg:q} --scenarios {input.scenarios:q} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule pse_defend:
@@ -82,8 +82,8 @@ rule pse_defend:
     params:
         cfg=lambda wc: as_json(pse_step_agent_cfg(wc.scale, hp(wc.scale, "pse", "primary"))),
     shell:
-        "python -m methods.pse defend --config {params.cfg:q} --defence {wildcards.pse_defence} "
-        "--scenarios {input.scenarios} --out {output} > {log} 2>&1"
+        "python -m methods.pse defend --config {params.cfg:q} --defence {wildcards.pse_defence:q} "
+        "--scenarios {input.scenarios:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule pse_metrics:
@@ -114,9 +114,9 @@ rule pse_metrics:
     params:
         cfg=lambda wc: as_json(pse_metrics_cfg(wc.scale)),
     shell:
-        "python -m methods.pse metrics --config {params.cfg:q} --scenarios {input.scenarios} "
-        "--runs {input.runs} --pipeline {input.pipeline} --defences {input.defences} "
-        "--summary {output.summary} --figure {output.figure} --tables {output.tables} > {log} 2>&1"
+        "python -m methods.pse metrics --config {params.cfg:q} --scenarios {input.scenarios:q} "
+        "--runs {input.runs:q} --pipeline {input.pipeline:q} --defences {input.defences:q} "
+        "--summary {output.summary:q} --figure {output.figure:q} --tables {output.tables:q} > {log:q} 2>&1"
 
 
 FIGURES["pse"] = lambda scale: [f"{RESULTS}/{scale}/pse/figures/contamination.png"]

@@ -19,7 +19,7 @@ rule rabitqcache_data:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "rabitqcache", "data")),
     shell:
-        "python -m methods.rabitqcache data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.rabitqcache data --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule rabitqcache_train:
@@ -40,8 +40,8 @@ rule rabitqcache_train:
     resources:
         **sized(rabitqcache_train_job),
     shell:
-        "python -m methods.rabitqcache train --config {params.cfg:q} --data {input.data} --out {output} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.rabitqcache train --config {params.cfg:q} --data {input.data:q} --out {output:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rabitqcache_capture:
@@ -62,8 +62,8 @@ rule rabitqcache_capture:
     resources:
         **sized(rabitqcache_capture_job),
     shell:
-        "python -m methods.rabitqcache capture --config {params.cfg:q} --model {input.model} "
-        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.rabitqcache capture --config {params.cfg:q} --model {input.model:q} "
+        "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rabitqcache_estimator:
@@ -81,8 +81,8 @@ rule rabitqcache_estimator:
         runtime=cpu_runtime,
         cfg=lambda wc: as_json(rabitqcache_estimator_cfg(wc.scale)),
     shell:
-        "python -m methods.rabitqcache estimator --config {params.cfg:q} --capture {input.capture} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.rabitqcache estimator --config {params.cfg:q} --capture {input.capture:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rabitqcache_sparse:
@@ -104,8 +104,8 @@ rule rabitqcache_sparse:
     resources:
         **sized(rabitqcache_sparse_job),
     shell:
-        "python -m methods.rabitqcache sparse --config {params.cfg:q} --model {input.model} "
-        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.rabitqcache sparse --config {params.cfg:q} --model {input.model:q} "
+        "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rabitqcache_lm_eval:
@@ -125,8 +125,8 @@ rule rabitqcache_lm_eval:
     resources:
         **sized(rabitqcache_lm_eval_job),
     shell:
-        "python -m methods.rabitqcache lm_eval --config {params.cfg:q} --model {input.model} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.rabitqcache lm_eval --config {params.cfg:q} --model {input.model:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rabitqcache_report:
@@ -152,9 +152,9 @@ rule rabitqcache_report:
     params:
         cfg=lambda wc: as_json({"ref_p": hp(wc.scale, "rabitqcache", "sparse", "ref_p")}),
     shell:
-        "python -m methods.rabitqcache report --config {params.cfg:q} --estimator {input.estimator} "
-        "--sparse {input.sparse} --lm-eval {input.lm_eval} --table {output.table} "
-        "--summary {output.summary} --figure {output.figure} > {log} 2>&1"
+        "python -m methods.rabitqcache report --config {params.cfg:q} --estimator {input.estimator:q} "
+        "--sparse {input.sparse:q} --lm-eval {input.lm_eval:q} --table {output.table:q} "
+        "--summary {output.summary:q} --figure {output.figure:q} > {log:q} 2>&1"
 
 
 FIGURES["rabitqcache"] = lambda scale: [f"{RESULTS}/{scale}/rabitqcache/figures/budget_vs_recall.png"]

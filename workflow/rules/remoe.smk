@@ -20,7 +20,7 @@ rule remoe_data:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "remoe", "data")),
     shell:
-        "python -m methods.remoe data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.remoe data --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule remoe_hub_data:
@@ -37,7 +37,7 @@ rule remoe_hub_data:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "remoe", "hub")),
     shell:
-        "python -m methods.remoe hub_data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.remoe hub_data --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule remoe_pretrain:
@@ -59,8 +59,8 @@ rule remoe_pretrain:
     resources:
         **sized(remoe_pretrain_job),
     shell:
-        "python -m methods.remoe pretrain --config {params.cfg:q} --data {input.data} "
-        "--out {output.ckpt} --log_json {output.log_json} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.remoe pretrain --config {params.cfg:q} --data {input.data:q} "
+        "--out {output.ckpt:q} --log_json {output.log_json:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule remoe_finetune:
@@ -85,9 +85,9 @@ rule remoe_finetune:
     resources:
         **sized(remoe_finetune_job),
     shell:
-        "python -m methods.remoe finetune --config {params.cfg:q} --base {input.base} "
-        "--data {input.data} --out {output.ckpt} --log_json {output.log_json} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.remoe finetune --config {params.cfg:q} --base {input.base:q} "
+        "--data {input.data:q} --out {output.ckpt:q} --log_json {output.log_json:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule remoe_trace:
@@ -108,8 +108,8 @@ rule remoe_trace:
     resources:
         **sized(remoe_trace_job),
     shell:
-        "python -m methods.remoe trace --config {params.cfg:q} --ckpts {input.ckpts} "
-        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.remoe trace --config {params.cfg:q} --ckpts {input.ckpts:q} "
+        "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule remoe_eor_pretrain:
@@ -130,8 +130,8 @@ rule remoe_eor_pretrain:
     resources:
         **sized(remoe_eor_pretrain_job),
     shell:
-        "python -m methods.remoe pretrain --config {params.cfg:q} --data {input.data} "
-        "--out {output.ckpt} --log_json {output.log_json} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.remoe pretrain --config {params.cfg:q} --data {input.data:q} "
+        "--out {output.ckpt:q} --log_json {output.log_json:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule remoe_eor_finetune:
@@ -156,9 +156,9 @@ rule remoe_eor_finetune:
     resources:
         **sized(remoe_eor_finetune_job),
     shell:
-        "python -m methods.remoe finetune --config {params.cfg:q} --base {input.base} "
-        "--data {input.data} --out {output.ckpt} --log_json {output.log_json} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.remoe finetune --config {params.cfg:q} --base {input.base:q} "
+        "--data {input.data:q} --out {output.ckpt:q} --log_json {output.log_json:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule remoe_eor_trace:
@@ -179,8 +179,8 @@ rule remoe_eor_trace:
     resources:
         **sized(remoe_eor_trace_job),
     shell:
-        "python -m methods.remoe trace --config {params.cfg:q} --ckpts {input.ckpts} "
-        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.remoe trace --config {params.cfg:q} --ckpts {input.ckpts:q} "
+        "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule remoe_lm_eval:
@@ -200,8 +200,8 @@ rule remoe_lm_eval:
     resources:
         **sized(remoe_lm_eval_job),
     shell:
-        "python -m methods.remoe lm_eval --config {params.cfg:q} --ckpts {input.ckpts} --out {output} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.remoe lm_eval --config {params.cfg:q} --ckpts {input.ckpts:q} --out {output:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule remoe_analyze:
@@ -228,8 +228,8 @@ rule remoe_analyze:
         cfg=lambda wc: as_json(hp(wc.scale, "remoe", "analysis")),
         extra=lambda wc, input: remoe_analyze_args(wc, input),
     shell:
-        "python -m methods.remoe analyze --config {params.cfg:q} --traces {input.traces} "
-        "--table {output.table} --summary {output.summary} --figure {output.figure} {params.extra} > {log} 2>&1"
+        "python -m methods.remoe analyze --config {params.cfg:q} --traces {input.traces:q} "
+        "--table {output.table:q} --summary {output.summary:q} --figure {output.figure:q} {params.extra} > {log:q} 2>&1"
 
 
 FIGURES["remoe"] = lambda scale: [f"{RESULTS}/{scale}/remoe/figures/eor_cache.png"]

@@ -14,14 +14,14 @@ rule report:
     benchmark:
         f"{REPORTS}/{{scale}}/report.tsv"
     params:
-        papers=lambda wc: " ".join(f"{RESULTS}/{wc.scale}/{p}" for p in PAPERS),
+        papers=lambda wc: shell_words(f"{RESULTS}/{wc.scale}/{p}" for p in PAPERS),
         scale=lambda wc: wc.scale,
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
-        "python -m methods.core.report --scale {params.scale} --papers {params.papers} "
-        "--out {output} > {log} 2>&1"
+        "python -m methods.core.report --scale {params.scale:q} --papers {params.papers} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule claims:
@@ -42,6 +42,6 @@ rule claims:
         mem_mb=1000,
         runtime=5,
     shell:
-        "python -m methods.core claims --claims {input.spec} --metrics {input.metrics} "
-        "--scale {params.scale} --out {output} > {log} 2>&1"
+        "python -m methods.core claims --claims {input.spec:q} --metrics {input.metrics:q} "
+        "--scale {params.scale:q} --out {output:q} > {log:q} 2>&1"
 

@@ -19,7 +19,7 @@ rule rl_sgd_prompts:
     params:
         cfg=lambda wc: as_json(rl_sgd_prompts_cfg(wc.scale)),
     shell:
-        "python -m methods.rl_sgd prompts --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.rl_sgd prompts --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule rl_sgd_warmstart:
@@ -42,8 +42,8 @@ rule rl_sgd_warmstart:
     resources:
         **sized(rl_sgd_warmstart_job),
     shell:
-        "python -m methods.rl_sgd warmstart --config {params.cfg:q} --base_key {wildcards.rs_b} "
-        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.rl_sgd warmstart --config {params.cfg:q} --base_key {wildcards.rs_b:q} "
+        "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rl_sgd_grpo:
@@ -68,9 +68,9 @@ rule rl_sgd_grpo:
     resources:
         **sized(rl_sgd_grpo_job),
     shell:
-        "python -m methods.rl_sgd grpo --config {params.cfg:q} --optimizer {wildcards.rs_opt} "
-        "--lr {wildcards.rs_lr} --seed {wildcards.seed} --base {input.base} --data {input.data} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.rl_sgd grpo --config {params.cfg:q} --optimizer {wildcards.rs_opt:q} "
+        "--lr {wildcards.rs_lr:q} --seed {wildcards.seed:q} --base {input.base:q} --data {input.data:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rl_sgd_sparsity:
@@ -89,8 +89,8 @@ rule rl_sgd_sparsity:
         runtime=cpu_runtime,
         cfg=lambda wc: as_json(hp(wc.scale, "rl_sgd", "sparsity")),
     shell:
-        "python -m methods.rl_sgd sparsity --config {params.cfg:q} --runs {input.runs} "
-        "--bases {input.bases} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.rl_sgd sparsity --config {params.cfg:q} --runs {input.runs:q} "
+        "--bases {input.bases:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rl_sgd_sft:
@@ -112,8 +112,8 @@ rule rl_sgd_sft:
     resources:
         **sized(rl_sgd_sft_job),
     shell:
-        "python -m methods.rl_sgd sft --config {params.cfg:q} --base {input.base} --data {input.data} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.rl_sgd sft --config {params.cfg:q} --base {input.base:q} --data {input.data:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rl_sgd_trl_check:
@@ -130,8 +130,8 @@ rule rl_sgd_trl_check:
         runtime=cpu_runtime,
         cfg=lambda wc: as_json(hp(wc.scale, "rl_sgd", "trl_check")),
     shell:
-        "TQDM_DISABLE=1 python -m methods.rl_sgd trl_check --config {params.cfg:q} --out {output} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "TQDM_DISABLE=1 python -m methods.rl_sgd trl_check --config {params.cfg:q} --out {output:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rl_sgd_lm_eval:
@@ -152,8 +152,8 @@ rule rl_sgd_lm_eval:
     resources:
         **sized(rl_sgd_lm_eval_job),
     shell:
-        "python -m methods.rl_sgd lm_eval --config {params.cfg:q} --models {input.bases} {input.runs} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.rl_sgd lm_eval --config {params.cfg:q} --models {input.bases:q} {input.runs:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rl_sgd_aggregate:
@@ -185,11 +185,11 @@ rule rl_sgd_aggregate:
         f"{RL_SGD_DIR}/benchmarks/rl_sgd_aggregate.tsv"
     params:
         cfg=lambda wc: as_json(rl_sgd_analysis_cfg(wc.scale)),
-        lm_eval=lambda wc, input: f"--lm_eval {input.lm_eval}" if "lm_eval" in input.keys() else "",
+        lm_eval=lambda wc, input: f"--lm_eval {shell_words(input.lm_eval)}" if "lm_eval" in input.keys() else "",
     shell:
-        "python -m methods.rl_sgd aggregate --config {params.cfg:q} --sparsity {input.sparsity} "
-        "--sft {input.sft} --trl {input.trl} --table {output.table} --summary {output.summary} "
-        "--fig_acc {output.fig_acc} --fig_width {output.fig_width} {params.lm_eval} > {log} 2>&1"
+        "python -m methods.rl_sgd aggregate --config {params.cfg:q} --sparsity {input.sparsity:q} "
+        "--sft {input.sft:q} --trl {input.trl:q} --table {output.table:q} --summary {output.summary:q} "
+        "--fig_acc {output.fig_acc:q} --fig_width {output.fig_width:q} {params.lm_eval} > {log:q} 2>&1"
 
 
 FIGURES["rl_sgd"] = lambda scale: [

@@ -24,8 +24,8 @@ rule scope_member:
     resources:
         **sized(scope_member_job),
     shell:
-        "python -m methods.core.model_pool train --config {params.cfg:q} --member {wildcards.xm} "
-        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.core.model_pool train --config {params.cfg:q} --member {wildcards.xm:q} "
+        "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule scope_outcomes:
@@ -47,8 +47,8 @@ rule scope_outcomes:
     resources:
         **sized(scope_outcomes_job),
     shell:
-        "python -m methods.scope outcomes --config {params.cfg:q} --members {input.members} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.scope outcomes --config {params.cfg:q} --members {input.members:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule scope_sft:
@@ -71,8 +71,8 @@ rule scope_sft:
     resources:
         **sized(scope_sft_job),
     shell:
-        "python -m methods.scope sft --config {params.cfg:q} --outcomes {input.outcomes} "
-        "--variant {wildcards.variant} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.scope sft --config {params.cfg:q} --outcomes {input.outcomes:q} "
+        "--variant {wildcards.variant:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule scope_grpo:
@@ -94,8 +94,8 @@ rule scope_grpo:
     resources:
         **sized(scope_grpo_job),
     shell:
-        "python -m methods.scope grpo --config {params.cfg:q} --outcomes {input.outcomes} --sft {input.sft} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.scope grpo --config {params.cfg:q} --outcomes {input.outcomes:q} --sft {input.sft:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule scope_route:
@@ -129,9 +129,9 @@ rule scope_route:
     resources:
         **sized(scope_route_job),
     shell:
-        "python -m methods.scope route --config {params.cfg:q} --outcomes {input.outcomes} --rl {input.rl} "
-        "--sft {input.sft} --noanchor {input.noanchor} --out_dir {params.out_dir} --summary {output.summary} "
-        "--figure {output.figure} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.scope route --config {params.cfg:q} --outcomes {input.outcomes:q} --rl {input.rl:q} "
+        "--sft {input.sft:q} --noanchor {input.noanchor:q} --out_dir {params.out_dir:q} --summary {output.summary:q} "
+        "--figure {output.figure:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 FIGURES["scope"] = lambda scale: [f"{RESULTS}/{scale}/scope/figures/pareto.png"]

@@ -33,7 +33,7 @@ rule serving_serve:
     shell:
         # the address file exists at once (status starting: consumers wait for ready), then the
         # serving process replaces this shell, so Snakemake's terminate/kill reach it directly
-        "echo '{{\"status\": \"starting\"}}' > {output}; "
-        "exec python -m methods.core.serving serve --name {wildcards.serve_name} --model {params.model:q} "
-        "--served-name {params.served_name:q} --engine {params.engine} --gpus {params.gpus} "
-        "--args {params.args:q} --ready-timeout-s {params.ready} --runtime {params.runtime:q} --address {output} > {log} 2>&1"
+        "echo '{{\"status\": \"starting\"}}' > {output:q}; "
+        "exec python -m methods.core.serving serve --name {wildcards.serve_name:q} --model {params.model:q} "
+        "--served-name {params.served_name:q} --engine {params.engine:q} --gpus {params.gpus} "
+        "--args {params.args:q} --ready-timeout-s {params.ready} --runtime {params.runtime:q} --address {output:q} > {log:q} 2>&1"

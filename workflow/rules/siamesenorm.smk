@@ -18,7 +18,7 @@ rule siamesenorm_data:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "siamesenorm", "data")),
     shell:
-        "python -m methods.siamesenorm data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.siamesenorm data --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule siamesenorm_shards:
@@ -38,8 +38,8 @@ rule siamesenorm_shards:
         # ids of the whole text, as when it was tokenized in one piece
         eos="no",
     shell:
-        "python -m methods.core shards --source {input.data}/train.txt --val-source {input.data}/val.txt "
-        "--tokenizer {input.data}/tokenizer --eos {params.eos} --out {output} > {log} 2>&1"
+        "python -m methods.core shards --source {input.data:q}/train.txt --val-source {input.data:q}/val.txt "
+        "--tokenizer {input.data:q}/tokenizer --eos {params.eos} --out {output:q} > {log:q} 2>&1"
 
 
 rule siamesenorm_train:
@@ -65,10 +65,10 @@ rule siamesenorm_train:
     resources:
         **sized(siamesenorm_train_job),
     shell:
-        "{params.launch} -m methods.siamesenorm train --config {params.cfg:q} --scheme {wildcards.scheme} "
-        "--lr {wildcards.lr} --seed {wildcards.seed} --data {input.data} --shards {input.shards} "
-        "--checkpoint {params.ckpt} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "{params.launch} -m methods.siamesenorm train --config {params.cfg:q} --scheme {wildcards.scheme:q} "
+        "--lr {wildcards.lr:q} --seed {wildcards.seed:q} --data {input.data:q} --shards {input.shards:q} "
+        "--checkpoint {params.ckpt:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule siamesenorm_steptime:
@@ -87,8 +87,8 @@ rule siamesenorm_steptime:
     resources:
         **sized(siamesenorm_steptime_job),
     shell:
-        "python -m methods.siamesenorm steptime --config {params.cfg:q} --out {output} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.siamesenorm steptime --config {params.cfg:q} --out {output:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule siamesenorm_evaluate:
@@ -109,8 +109,8 @@ rule siamesenorm_evaluate:
     resources:
         **sized(siamesenorm_evaluate_job),
     shell:
-        "python -m methods.siamesenorm evaluate --config {params.cfg:q} --runs {input.runs} "
-        "--data {input.data} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.siamesenorm evaluate --config {params.cfg:q} --runs {input.runs:q} "
+        "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule siamesenorm_aggregate:
@@ -137,9 +137,9 @@ rule siamesenorm_aggregate:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "siamesenorm", "analysis")),
     shell:
-        "python -m methods.siamesenorm aggregate --config {params.cfg:q} --runs {input.runs} "
-        "--eval {input.eval} --steptime {input.steptime} --table {output.table} "
-        "--summary {output.summary} --figure {output.figure} > {log} 2>&1"
+        "python -m methods.siamesenorm aggregate --config {params.cfg:q} --runs {input.runs:q} "
+        "--eval {input.eval:q} --steptime {input.steptime:q} --table {output.table:q} "
+        "--summary {output.summary:q} --figure {output.figure:q} > {log:q} 2>&1"
 
 
 FIGURES["siamesenorm"] = lambda scale: [f"{RESULTS}/{scale}/siamesenorm/figures/loss_curves.png"]

@@ -20,7 +20,7 @@ rule tsgd_data:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "tsgd")),
     shell:
-        "python -m methods.tsgd data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.tsgd data --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule tsgd_baselines:
@@ -39,8 +39,8 @@ rule tsgd_baselines:
         cfg=lambda wc: as_json(hp(wc.scale, "tsgd")),
     # a CPU step (no gpu): the solver and reflector are LLM endpoints (config `endpoints`) it calls
     shell:
-        "python -m methods.tsgd baselines --config {params.cfg:q} --data {input.data} "
-        "--out {output.out} --curve {output.curve} > {log} 2>&1"
+        "python -m methods.tsgd baselines --config {params.cfg:q} --data {input.data:q} "
+        "--out {output.out:q} --curve {output.curve:q} > {log:q} 2>&1"
 
 
 rule tsgd_train:
@@ -61,8 +61,8 @@ rule tsgd_train:
         cfg=lambda wc: as_json(hp(wc.scale, "tsgd")),
     # a CPU step (no gpu): the solver and reflector are LLM endpoints (config `endpoints`) it calls
     shell:
-        "python -m methods.tsgd train --config {params.cfg:q} --variant {wildcards.tsvariant} "
-        "--data {input.data} --out {output.out} --trace {output.trace} > {log} 2>&1"
+        "python -m methods.tsgd train --config {params.cfg:q} --variant {wildcards.tsvariant:q} "
+        "--data {input.data:q} --out {output.out:q} --trace {output.trace:q} > {log:q} 2>&1"
 
 
 rule tsgd_lm_eval:
@@ -81,8 +81,8 @@ rule tsgd_lm_eval:
         cfg=lambda wc: as_json(hp(wc.scale, "tsgd")),
     # a CPU step (no gpu): lm-eval sends HTTP requests to the solver endpoint (config `endpoints`)
     shell:
-        "python -m methods.tsgd lm_eval --config {params.cfg:q} --library {input.library} "
-        "--out {output} > {log} 2>&1"
+        "python -m methods.tsgd lm_eval --config {params.cfg:q} --library {input.library:q} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule tsgd_aggregate:
@@ -108,11 +108,11 @@ rule tsgd_aggregate:
         f"{TSGD_DIR}/benchmarks/tsgd_aggregate.tsv"
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "tsgd")),
-        lm_eval=lambda wc, input: f"--lm_eval {input.lm_eval}" if input.lm_eval else "",
+        lm_eval=lambda wc, input: f"--lm_eval {shell_words(input.lm_eval)}" if input.lm_eval else "",
     shell:
-        "python -m methods.tsgd aggregate --config {params.cfg:q} --baselines {input.baselines} "
-        "--runs {input.runs} --traces {input.traces} {params.lm_eval} --table {output.table} "
-        "--summary {output.summary} --figure {output.figure} > {log} 2>&1"
+        "python -m methods.tsgd aggregate --config {params.cfg:q} --baselines {input.baselines:q} "
+        "--runs {input.runs:q} --traces {input.traces:q} {params.lm_eval} --table {output.table:q} "
+        "--summary {output.summary:q} --figure {output.figure:q} > {log:q} 2>&1"
 
 
 FIGURES["tsgd"] = lambda scale: [f"{RESULTS}/{scale}/tsgd/figures/tsgd_curves.png"]

@@ -18,7 +18,7 @@ rule uniscale_queries:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "uniscale", "queries")),
     shell:
-        "python -m methods.uniscale queries --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.uniscale queries --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule uniscale_build_table:
@@ -41,9 +41,9 @@ rule uniscale_build_table:
     resources:
         **sized(uniscale_build_table_job),
     shell:
-        "python -m methods.uniscale table --config {params.cfg:q} --members {input.members} "
-        "--verifier {input.verifier} --costs {input.costs} --data {input.data} --out {output} "
-        "--threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.uniscale table --config {params.cfg:q} --members {input.members:q} "
+        "--verifier {input.verifier:q} --costs {input.costs:q} --data {input.data:q} --out {output:q} "
+        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule uniscale_analyze:
@@ -75,9 +75,9 @@ rule uniscale_analyze:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "uniscale", "bandit")),
     shell:
-        "python -m methods.uniscale analyze --config {params.cfg:q} --table {input.table} --data {input.data} "
-        "--costs {input.costs} --runs {output.runs} --summary {output.summary} "
-        "--fig_regret {output.fig_regret} --fig_pareto {output.fig_pareto} > {log} 2>&1"
+        "python -m methods.uniscale analyze --config {params.cfg:q} --table {input.table:q} --data {input.data:q} "
+        "--costs {input.costs:q} --runs {output.runs:q} --summary {output.summary:q} "
+        "--fig_regret {output.fig_regret:q} --fig_pareto {output.fig_pareto:q} > {log:q} 2>&1"
 
 
 FIGURES["uniscale"] = lambda scale: [

@@ -18,7 +18,7 @@ rule wd_plasticity_data:
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "wd_plasticity", "world")),
     shell:
-        "python -m methods.wd_plasticity data --config {params.cfg:q} --out {output} > {log} 2>&1"
+        "python -m methods.wd_plasticity data --config {params.cfg:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule wd_plasticity_tokenizer:
@@ -36,14 +36,14 @@ rule wd_plasticity_tokenizer:
     params:
         kind=lambda wc: hp(wc.scale, "wd_plasticity", "tokenizer", "kind"),
         vocab=lambda wc: hp(wc.scale, "wd_plasticity", "tokenizer", "vocab_size"),
-        texts=lambda wc, input: " ".join(
+        texts=lambda wc, input: shell_words(
             [f"{input.data}/pretrain.txt"]
             + [f"{input.data}/tasks/{t}/{s}.jsonl"
                for t in wd_plasticity_tasks(wc.scale) for s in ("train", "dev", "test")]
         ),
     shell:
-        "python -m methods.core tokenizer --texts {params.texts} --kind {params.kind} "
-        "--vocab-size {params.vocab} --out {output} > {log} 2>&1"
+        "python -m methods.core tokenizer --texts {params.texts} --kind {params.kind:q} "
+        "--vocab-size {params.vocab} --out {output:q} > {log:q} 2>&1"
 
 
 rule wd_plasticity_shards:
@@ -64,8 +64,8 @@ rule wd_plasticity_shards:
         # ids of the whole text, as when it was tokenized in one piece
         eos="no",
     shell:
-        "python -m methods.core shards --source {input.data}/pretrain.txt --val-source {input.data}/val.txt "
-        "--tokenizer {input.tokenizer} --eos {params.eos} --out {output} > {log} 2>&1"
+        "python -m methods.core shards --source {input.data:q}/pretrain.txt --val-source {input.data:q}/val.txt "
+        "--tokenizer {input.tokenizer:q} --eos {params.eos} --out {output:q} > {log:q} 2>&1"
 
 
 rule wd_plasticity_pretrain:
@@ -90,9 +90,9 @@ rule wd_plasticity_pretrain:
     resources:
         **sized(wd_plasticity_pretrain_job),
     shell:
-        "{params.launch} -m methods.wd_plasticity pretrain --config {params.cfg:q} --weight-decay {wildcards.wd} --seed {wildcards.seed} "
-        "--shards {input.shards} --tokenizer {input.tokenizer} --checkpoint {params.ckpt} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "{params.launch} -m methods.wd_plasticity pretrain --config {params.cfg:q} --weight-decay {wildcards.wd:q} --seed {wildcards.seed:q} "
+        "--shards {input.shards:q} --tokenizer {input.tokenizer:q} --checkpoint {params.ckpt:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule wd_plasticity_finetune:
@@ -117,9 +117,9 @@ rule wd_plasticity_finetune:
     resources:
         **sized(wd_plasticity_finetune_job),
     shell:
-        "python -m methods.wd_plasticity finetune --config {params.cfg:q} --base {input.base} "
-        "--task-dir {input.data}/tasks/{wildcards.task} --seed {wildcards.seed} "
-        "--out {output.model} --metrics {output.metrics} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.wd_plasticity finetune --config {params.cfg:q} --base {input.base:q} "
+        "--task-dir {input.data:q}/tasks/{wildcards.task:q} --seed {wildcards.seed:q} "
+        "--out {output.model:q} --metrics {output.metrics:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule wd_plasticity_lm_eval_tasks:
@@ -135,13 +135,13 @@ rule wd_plasticity_lm_eval_tasks:
         f"{WD_PLASTICITY_DIR}/benchmarks/wd_plasticity_lm_eval_tasks.tsv"
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "wd_plasticity", "eval")),
-        tasks=lambda wc: " ".join(wd_plasticity_tasks(wc.scale)),
+        tasks=lambda wc: shell_words(wd_plasticity_tasks(wc.scale)),
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
-        "python -m methods.wd_plasticity export-tasks --config {params.cfg:q} --data {input.data} --tasks {params.tasks} "
-        "--out {output} > {log} 2>&1"
+        "python -m methods.wd_plasticity export-tasks --config {params.cfg:q} --data {input.data:q} --tasks {params.tasks} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule wd_plasticity_evaluate:
@@ -163,14 +163,14 @@ rule wd_plasticity_evaluate:
     params:
         runtime=runtime_of(wd_plasticity_evaluate_job),
         cfg=lambda wc: as_json(hp(wc.scale, "wd_plasticity", "eval")),
-        tasks=lambda wc: " ".join(wd_plasticity_tasks(wc.scale)),
+        tasks=lambda wc: shell_words(wd_plasticity_tasks(wc.scale)),
     resources:
         **sized(wd_plasticity_evaluate_job),
     shell:
-        "python -m methods.wd_plasticity evaluate --config {params.cfg:q} --base {input.base} --tasks-dir {input.tasks} "
+        "python -m methods.wd_plasticity evaluate --config {params.cfg:q} --base {input.base:q} --tasks-dir {input.tasks:q} "
         "--tasks {params.tasks} "
-        "--ft-dirs {input.ft} --ft-metrics {input.ft_metrics} --weight-decay {wildcards.wd} "
-        "--seed {wildcards.seed} --out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "--ft-dirs {input.ft:q} --ft-metrics {input.ft_metrics:q} --weight-decay {wildcards.wd:q} "
+        "--seed {wildcards.seed:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule wd_plasticity_probes:
@@ -195,10 +195,10 @@ rule wd_plasticity_probes:
     resources:
         **sized(wd_plasticity_probes_job),
     shell:
-        "python -m methods.wd_plasticity probes --config {params.cfg:q} --base {input.base} --data {input.data} "
-        "--shards {input.shards} "
-        "--seq-len {params.seq_len} --weight-decay {wildcards.wd} --seed {wildcards.seed} "
-        "--out {output} --threads {threads} --runtime {params.runtime:q} > {log} 2>&1"
+        "python -m methods.wd_plasticity probes --config {params.cfg:q} --base {input.base:q} --data {input.data:q} "
+        "--shards {input.shards:q} "
+        "--seq-len {params.seq_len} --weight-decay {wildcards.wd:q} --seed {wildcards.seed:q} "
+        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule wd_plasticity_aggregate:
@@ -221,8 +221,8 @@ rule wd_plasticity_aggregate:
         mem_mb=1000,
         runtime=5,
     shell:
-        "python -m methods.wd_plasticity aggregate --config {params.cfg:q} --bases {input.bases} --probes {input.probes} "
-        "--evals {input.evals} --table {output.table} --summary {output.summary} > {log} 2>&1"
+        "python -m methods.wd_plasticity aggregate --config {params.cfg:q} --bases {input.bases:q} --probes {input.probes:q} "
+        "--evals {input.evals:q} --table {output.table:q} --summary {output.summary:q} > {log:q} 2>&1"
 
 
 rule wd_plasticity_figure:
@@ -245,7 +245,7 @@ rule wd_plasticity_figure:
         mem_mb=1000,
         runtime=5,
     shell:
-        "python -m methods.wd_plasticity figure --table {input.table} --out {output.fig} > {log} 2>&1"
+        "python -m methods.wd_plasticity figure --table {input.table:q} --out {output.fig:q} > {log:q} 2>&1"
 
 
 FIGURES["wd_plasticity"] = lambda scale: [f"{RESULTS}/{scale}/wd_plasticity/figures/plasticity.png"]

@@ -37,7 +37,7 @@ def pid_decide_cfg(scale):
 def pid_models_arg(scale):
     """`--models <files>` (tiny), nothing at paper scale (the hub models are in the config)."""
     models = pid_models(scale)
-    return "--models " + " ".join(models) if models else ""
+    return f"--models {shell_words(models)}" if models else ""
 
 
 # ---- GPU job sizes

@@ -65,7 +65,7 @@ def remoe_analyze_inputs(scale):
 
 
 def remoe_analyze_args(wc, input):
-    return " ".join(f"--{k} {input[k]}" for k in ("eor_traces", "lm_eval") if k in input.keys())
+    return " ".join(f"--{k} {shell_words(input[k])}" for k in ("eor_traces", "lm_eval") if k in input.keys())
 
 
 def remoe_checkpoints(scale):
