@@ -18,7 +18,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 endif
 
-.PHONY: install reproduce readme-numbers readme-check test test-fast paper-standin gpu-check lint dryrun plan slurm-up slurm-down bench envs clean-results
+.PHONY: browser install reproduce readme-numbers readme-check test test-fast paper-standin gpu-check lint dryrun plan slurm-up slurm-down bench envs clean-results
 
 install: $(STAMP)
 
@@ -42,7 +42,7 @@ readme-check: install
 	$(PY) -m methods.core readme --scale $(SCALE) --check
 
 # make test: the whole suite, SLURM included (starts a single-node cluster; needs root).
-test: install slurm-up
+test: install slurm-up browser
 	REQUIRE_SLURM=1 $(PY) -m pytest --durations=10
 
 test-fast: install
@@ -70,6 +70,10 @@ dryrun: install
 # table the dry run prints after its job list (methods/core/plan.py, methods/core/resources.py)
 plan: install
 	set -o pipefail; snakemake -n --quiet rules --config scale=$(SCALE) | sed -n '/^GPU sizing/p; /^GPU-hour plan/,$$p'
+
+# headless Chromium for the report's layout test (tests/core/test_report_browser.py); apt, as root
+browser:
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 slurm-up:
 	bash scripts/slurm-local.sh start

@@ -4,6 +4,22 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
+# parsed here first: a YAML error is one line <file>:<line>: <problem> (Snakemake's own loader
+# names neither; a --configfile is read by Snakemake's CLI before this file runs)
+from pathlib import Path as _Path
+
+from snakemake.exceptions import WorkflowError as _WorkflowError
+
+from methods.core.config import load_yaml as _load_yaml
+from methods.core.results import InputError as _InputError
+
+try:
+    if _Path("config/config.yaml").is_file():
+        _load_yaml("config/config.yaml")
+except _InputError as _e:
+    raise _WorkflowError(str(_e))
+
+
 configfile: "config/config.yaml"
 
 

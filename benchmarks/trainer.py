@@ -331,7 +331,10 @@ def run_hf(su: Setup, gate, model, labels_mode: str) -> dict:
             self.last_loss = loss
             return loss
 
-    opt = make_optimizer(model, su.tcfg)
+    # HF Trainer's default optimizer (optim="adamw_torch") is torch.optim.AdamW with torch's
+    # default kernel, the single-tensor loop on the CPU: our grouping and hyper-parameters with
+    # that kernel, whatever --ours-adamw says
+    opt = make_optimizer(model, su.tcfg, impl="single")
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, su.tcfg))
     cb = Stamps()
     with tempfile.TemporaryDirectory() as tmp:
@@ -406,6 +409,96 @@ def max_param_diff(a, b) -> float:
         return max(float((sa[k] - sb[k]).abs().max()) for k in sa)
 
 
+def run_batched_vs_sequential(su: Setup, K: int, steps: int, B: int) -> dict:
+    """K seeds of the recipe (init seed and data seed su.seed + k) trained two ways in lockstep:
+    K `train()` runs one after the other ("sequential"), and one `train_batched` run of the K
+    stacked members ("batched"). The two sides take turns in two threads: K sequential steps,
+    then one batched step (K member-steps), so both do the same work per turn under the same
+    load. A side's time is the sum of its turns, from its first step to the end of its last run
+    (the sequential side's later runs pay their own setup: optimizer, train() bookkeeping);
+    all models are built beforehand in the main thread (build_model seeds the global RNG)."""
+    from methods.core.batched import train_batched
+    from methods.core.models import build_model
+    from methods.core.train import TrainConfig, config_dict, train
+
+    cfg = TrainConfig(**{**config_dict(su.tcfg), "steps": steps, "batch_size": B,
+                         "warmup_steps": min(su.W, steps), "log_every": steps})
+    seeds = [su.seed + k for k in range(K)]
+    models = {side: [build_model(su.mcfg, su.tok, s) for s in seeds] for side in ("ours", "hf")}
+    gate = Lockstep()
+    bounds: dict = {"ours": [], "hf": []}
+    ends: dict = {}
+    out: dict = {}
+
+    def sequential():
+        n = 0
+        for k, s in enumerate(seeds):
+            def bf(step, s=s):
+                nonlocal n
+                if n % K == 0:
+                    bounds["ours"].append(gate.boundary("ours"))
+                n += 1
+                return su.stream.batch(step, B, s)
+            train(models["ours"][k], bf, cfg, desc=f"seed {s}")
+
+    def batched():
+        def bf(step, k):
+            if k == 0:
+                bounds["hf"].append(gate.boundary("hf"))
+            return su.stream.batch(step, B, seeds[k])
+        train_batched(lambda k: models["hf"][k], K, bf, cfg)
+
+    def work(side, fn):
+        try:
+            fn()
+        except BaseException as e:  # re-raised below, in the main thread
+            out[side] = e
+        finally:
+            ends[side] = _now()
+            gate.finish(side)
+
+    sink = io.StringIO()
+    with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink):
+        threads = [threading.Thread(target=work, args=a) for a in (("ours", sequential), ("hf", batched))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    res = {}
+    for side, name in (("ours", "sequential"), ("hf", "batched")):
+        if isinstance(out.get(side), BaseException):
+            raise out[side]
+        b = bounds[side] + [(ends[side], None)]
+        wall = sum(b[i + 1][0][0] - b[i][1][0] for i in range(len(b) - 1))
+        cpu = sum(b[i + 1][0][1] - b[i][1][1] for i in range(len(b) - 1))
+        tokens = K * steps * B * su.T
+        res[name] = {"seconds": wall, "cpu_seconds": cpu, "tokens_per_s": tokens / wall, "tokens_per_s_cpu": tokens / cpu}
+    res["max_param_abs_diff"] = max(max_param_diff(a, b) for a, b in zip(models["ours"], models["hf"]))
+    return res
+
+
+def batched_section(args, su: Setup) -> list[dict]:
+    """--batched-seeds K: batched vs sequential tokens/s at each --batched-batch-sizes, R repeats."""
+    out = []
+    for B in args.batched_batch_sizes:
+        reps = [run_batched_vs_sequential(su, args.batched_seeds, args.batched_steps, B) for _ in range(args.repeats)]
+        row = {"K": args.batched_seeds, "batch_size": B, "steps": args.batched_steps, "repeats": reps}
+        for key in ("tokens_per_s", "tokens_per_s_cpu"):
+            for name in ("sequential", "batched"):
+                row[f"{name}_{key}"] = statistics.median(r[name][key] for r in reps)
+            row[f"ratio_{key}"] = statistics.median(r["batched"][key] / r["sequential"][key] for r in reps)
+            row[f"ratio_{key}_all"] = [r["batched"][key] / r["sequential"][key] for r in reps]
+        row["max_param_abs_diff"] = max(r["max_param_abs_diff"] for r in reps)
+        print(f"batched {row['K']} seeds vs {row['K']} sequential train() runs, B={B} T={su.T}, "
+              f"{row['steps']} steps each: tokens/s wall {row['sequential_tokens_per_s']:,.0f} -> "
+              f"{row['batched_tokens_per_s']:,.0f} (x{row['ratio_tokens_per_s']:.2f}; pairs "
+              + ", ".join(f"{x:.2f}" for x in row["ratio_tokens_per_s_all"])
+              + f"), per CPU-s {row['sequential_tokens_per_s_cpu']:,.0f} -> {row['batched_tokens_per_s_cpu']:,.0f} "
+              f"(x{row['ratio_tokens_per_s_cpu']:.2f}); max |param diff| {row['max_param_abs_diff']:.1e}", flush=True)
+        out.append(row)
+    return out
+
+
 # ------------------------------------------------------------------------ main ----
 SUFFIXES = ("", "_median_step", "_cpu")  # timing of a rate: wall of the S steps, median step, process CPU
 CLOCK_OF = {"": "wall", "_median_step": "wall", "_cpu": "cpu"}  # the clock each timing reads
@@ -434,6 +527,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="A/A control: run our trainer on both sides (the 'HF' column is ours again); "
                         "the ratio should be 1 -- what it is not is the harness's own bias and noise")
     p.add_argument("--skip-peak", action="store_true", help="skip the matmul peak measurements")
+    p.add_argument("--ours-adamw", choices=["auto", "single", "foreach", "fused"], default="auto",
+                   help="the AdamW kernel of our side (make_optimizer's impl; auto = what train() uses: "
+                        "single-tensor on the CPU); HF always runs torch's default (single-tensor)")
+    p.add_argument("--batched-seeds", type=int, default=0,
+                   help="K > 0: also time K seeds trained as one vmapped model (methods.core.batched) "
+                        "against K sequential train() runs, in lockstep")
+    p.add_argument("--batched-steps", type=int, default=30, help="steps of each batched/sequential run")
+    p.add_argument("--batched-batch-sizes", type=int, nargs="+", default=[8, 32])
+    p.add_argument("--batched-only", action="store_true", help="skip ours vs HF (with --batched-seeds)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "trainer.json"))
     return p
 
@@ -621,6 +723,11 @@ def main(argv=None) -> dict:
 
     torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()
+    if args.ours_adamw != "auto":
+        import methods.core.train as T
+
+        default = T.make_optimizer  # train() calls it with no impl; run_hf passes impl="single"
+        T.make_optimizer = lambda model, cfg, impl=args.ours_adamw: default(model, cfg, impl)
     t_start = time.perf_counter()
     load_before = os.getloadavg()
 
@@ -630,6 +737,8 @@ def main(argv=None) -> dict:
     n_params = describe_model(args, su, fl, flops_step)
     peak, shapes = (None, None) if args.skip_peak else measure_peak(su)
 
+    if args.batched_only:
+        return {"batched": batched_section(args, su)}
     runs = run_repeats(args, su, flops_step, peak)
     if peak:
         print("matmul peak, best of all measurements: "
@@ -641,6 +750,7 @@ def main(argv=None) -> dict:
     check = correctness(pairs, runs)
     print_table(args, runs, summary, pairs, peak, shapes)
     print_verdicts(summary, ratio, check, peak, shapes)
+    batched = batched_section(args, su) if args.batched_seeds > 0 else None
 
     result = {
         "config": {"model_size": args.model_size, "model": asdict(su.mcfg), "train": asdict(su.tcfg),
@@ -651,7 +761,7 @@ def main(argv=None) -> dict:
         "flops": {**fl, "flops_per_step": flops_step,
                   "formula": "F_tok = 6*N + 12*L*T*d, N = L*(2*d*d + 2*d*d_kv + 3*d*d_ff) + V*d"},
         "peak": {"square": peak, "model_shapes": shapes},
-        "runs": runs, "summary": summary, "ratio_ours_over_hf": ratio, "correctness": check,
+        "runs": runs, "summary": summary, "ratio_ours_over_hf": ratio, "correctness": check, "batched": batched,
         "machine": {"cpu": cpu_name(), "cpu_count": os.cpu_count(),
                     "torch": torch.__version__, "transformers": transformers.__version__,
                     "python": platform.python_version(), "loadavg_before": load_before,

@@ -81,6 +81,7 @@ def build_parser():
 
     s = step("data", _data, "generate the PCFG + arithmetic corpus and the char tokenizer")
     s.add_argument("--out", required=True)
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     s = step("train", _train, "train one variant data-parallel over world_size processes (gloo on CPU, nccl on GPUs)")
     for k in ("data", "shards", "out"):
         s.add_argument(f"--{k}", required=True)

@@ -103,6 +103,7 @@ def build_parser():
     step = functools.partial(cli.config_step, sub)
     s = step("data", _data, "synthetic over-thinking traces + vocabulary (paper scale: the benchmarks)", "out")
     s.add_argument("--paper", default="", help="the 'paper' section as JSON (paper scale)")
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     step("train", _train, "train the tiny reasoning model", "data", "out", threads=True)
     s = step("decode", _decode, "greedy decoding of the test problems under one policy",
              "model", "data", "policy", "out", threads=True)

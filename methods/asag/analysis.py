@@ -164,15 +164,21 @@ def claim_metrics(runs: dict[str, list[dict]], cfg: AnalysisConfig) -> dict:
 def figure(runs, path, caption):
     from methods.core import plots
 
-    tab = table(runs)
+    plots.save(draw_figure(table(runs), runs.get("vanilla", [])), path, caption)
+
+
+def draw_figure(tab: list[dict], van: list[dict]):
+    """Accuracy vs tokens per policy (`table` rows) and ΔH along vanilla traces; the figure,
+    laid out, unsaved. Policies on the same point share one label ("asag, asag_noinject")."""
+    from methods.core import plots
+
     fig, (ax, bx) = plots.figure(1, 2, figsize=(9, 3.6))
     for r in tab:
         ax.scatter(r["len"], 100 * r["acc"], s=30)
-        ax.annotate(r["policy"], (r["len"], 100 * r["acc"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel("mean generated tokens")
     ax.set_ylabel("accuracy (%)")
     ax.set_title("accuracy vs tokens")
-    van = runs.get("vanilla", [])
+    ax.margins(0.12, 0.2)  # room for labels around the outermost points
     for r in van[:30]:
         xs = [a["pos"] for a in r["atps"]]
         ys = [a["dH"] for a in r["atps"]]
@@ -182,4 +188,7 @@ def figure(runs, path, caption):
     bx.set_xlabel("ATP position (generated tokens)")
     bx.set_ylabel("ΔH (relative to first ATP)")
     bx.set_title("vanilla traces: attention-entropy change")
-    plots.save(fig, path, caption)
+    fig.tight_layout()
+    plots.label_points(ax, [r["len"] for r in tab], [100 * r["acc"] for r in tab], [r["policy"] for r in tab],
+                       fontsize=7)
+    return fig

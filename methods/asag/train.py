@@ -26,6 +26,21 @@ def encode_rows(rows, vocab: Vocab, seq_len: int):
     return ids, lab
 
 
+def hf_tokenizer(vocab: Vocab):
+    """`vocab` as a transformers fast tokenizer with the same ids: whitespace-split words, each
+    one token (a word outside the vocabulary is an error, as in `Vocab.encode`), decoded joined
+    by spaces; pad and eos as its special tokens. Saved in the model directory, it makes the
+    directory load with `AutoTokenizer` (and lm-eval's `hf` model) like any other of the DAG."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    # the unk token is not in the vocabulary: the WordLevel model then refuses unknown words
+    tok = Tokenizer(models.WordLevel(vocab=dict(vocab.ids), unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=vocab.words[vocab.pad_token_id],
+                                   eos_token=vocab.words[vocab.eos_token_id], clean_up_tokenization_spaces=False)
+
+
 def train_tiny(cfg: TrainRunConfig, data_dir: str | Path, out_dir: str | Path, seed: int = 0) -> dict:
     import torch
 
@@ -57,6 +72,7 @@ def train_tiny(cfg: TrainRunConfig, data_dir: str | Path, out_dir: str | Path, s
     rows_log = train(model, batch, cfg.train, eval_fn=lambda: {"val_loss": evaluate_loss(model, val)})
     with atomic_path(out_dir, is_dir=True) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
+        hf_tokenizer(vocab).save_pretrained(tmp)  # tokenizer.json + tokenizer_config.json
         (tmp / "vocab.json").write_text(json.dumps(vocab.words))
         (tmp / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows_log))
     n_params = sum(p.numel() for p in model.parameters())

@@ -16,7 +16,9 @@ claims.yaml:
           - {metric: base_acc, op: ">=", value: 0.2, why: "the base model must solve the task"}
 
 Verdicts (VERDICTS):
-- `not_checked`: no check at this scale, or the metric was not measured (null / NaN).
+- `not_checked`: no check at this scale, or the metric was not measured: null, NaN or absent.
+  Never a pass, whatever the check. (The strict JSON writers of `methods.core.results` write
+  NaN and ±Infinity as null, so a summary read back from disk holds null for both.)
 - `inconclusive`: the measurement cannot decide the claim, with the reason: a guard failed or
   its metric is missing; the analysis declared the metric inconclusive
   (`"inconclusive": {metric: reason}` in the summary); or the metric's interval
@@ -100,6 +102,7 @@ def load_claims(path: str | Path) -> dict:
 
 
 def _missing(x) -> bool:
+    """Not measured: None (JSON null; what a NaN or ±inf metric is once written) or NaN."""
     return x is None or (not isinstance(x, bool) and isinstance(x, (int, float)) and math.isnan(x))
 
 

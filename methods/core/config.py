@@ -9,7 +9,11 @@ default is required; keys a dataclass does not declare are refused. A union of d
 all declare one `Literal` field (e.g. `backend`) is told apart by that field's value, so an error
 names a key of the chosen arm. `Annotated[T, AsMapping(...)]` validates a mapping as T but keeps
 it a mapping (specs handed on to an API that takes one, e.g. `methods.core.llm_spec.LLMSpec`). Checks that relate several
-fields live in the dataclass's `__post_init__` and raise InputError naming the keys.
+fields live in the dataclass's `check(self) -> None`, which raises `key_error(key, problem)`
+with `key` relative to the dataclass (e.g. "warmup_steps"): `from_dict` calls it and names the
+full key path ("siamesenorm.run.train.warmup_steps"), so the workflow's start-up validation
+(`check_scale`, which builds every section) refuses such a file before any job runs. (Older
+cross-field checks in a `__post_init__` raise InputError naming the keys themselves.)
 `json_schema(cls)` writes the same rules as a draft 2020-12 JSON schema (for editors and
 documentation; `python -m methods.core schema`).
 """
@@ -238,9 +242,37 @@ def _name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
+class ConfigKeyError(InputError):
+    """A value that breaks a rule relating several fields: `key` is the dotted key path (relative
+    to the dataclass whose `check` raised it, until `from_dict` prefixes where that sits)."""
+
+    def __init__(self, key: str, problem: str):
+        super().__init__(f"config key '{key}': {problem}")
+        self.key, self.problem = key, problem
+
+
+def key_error(key: str, problem: str) -> ConfigKeyError:
+    """The error a dataclass's `check` raises for its field `key` (dotted for a nested one)."""
+    return ConfigKeyError(key, problem)
+
+
+def run_check(obj: Any, where: str = "") -> None:
+    """Call `obj.check()` where the dataclass defines one; its `key_error` then names the key
+    under `where` (the dotted path of `obj` in the scale file)."""
+    check = getattr(type(obj), "check", None)
+    if not callable(check):
+        return
+    try:
+        check(obj)
+    except ConfigKeyError as e:
+        if not where:
+            raise
+        raise ConfigKeyError(f"{where}.{e.key}", e.problem) from None
+
+
 def from_dict(cls: type[T], data: Any, where: str = "") -> T:
     """Build dataclass `cls` from `data`, rejecting unknown keys, wrong types and values that
-    break a Check, by name."""
+    break a Check, by name; then run its cross-field `check` (see `run_check`)."""
     if not isinstance(data, dict):
         raise InputError(f"config '{where or cls.__name__}': expected a mapping, got {data!r}")
     hints = typing.get_type_hints(cls, include_extras=True)
@@ -256,7 +288,9 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
             kwargs[f.name] = _check(data[f.name], hints[f.name], key)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise InputError(f"missing config key '{key}'")
-    return cls(**kwargs)
+    obj = cls(**kwargs)
+    run_check(obj, where)
+    return obj
 
 
 def from_json(cls: type[T], text: str, where: str = "") -> T:
@@ -267,9 +301,35 @@ def from_json(cls: type[T], text: str, where: str = "") -> T:
     return from_dict(cls, data, where)
 
 
+def load_yaml(path: str | Path) -> Any:
+    """The YAML (or JSON) file at `path`; a missing file, or one that does not parse, is a one-line
+    InputError `<path>:<line>: <problem>` (the line of the error, 1-based)."""
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read config file: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = " ".join((e.problem or "invalid YAML").split())
+        if mark is not None:
+            problem += f" (column {mark.column + 1}"
+            if e.context:
+                ctx = e.context_mark
+                problem += f", {e.context}" + (f" from line {ctx.line + 1}" if ctx is not None and ctx.line != mark.line else "")
+            problem += ")"
+        raise InputError(f"{where}: {problem}") from None
+    except yaml.YAMLError as e:
+        raise InputError(f"{path}: {' '.join(str(e).split())}") from None
+
+
 def json_schema(tp: Any, defs: dict | None = None) -> dict:
     """The JSON schema (draft 2020-12) of a config type: the same keys, types and Checks that
-    `from_dict` enforces (not the `__post_init__` cross-field checks). Nested dataclasses go to
+    `from_dict` enforces (not the cross-field `check`s and `__post_init__`s). Nested dataclasses go to
     `$defs` once each."""
     top = defs is None
     defs = {} if top else defs
@@ -398,7 +458,7 @@ def check_scale(data: Any, papers: list[str], where: str, root: str | Path = "."
 
 def scale_schema(papers: list[str], root: str | Path = ".") -> dict:
     """The JSON schema of a whole scale file, generated from the sections' dataclasses (what
-    `check_scale` enforces, less the `__post_init__` cross-field checks)."""
+    `check_scale` enforces, less the cross-field `check`s and `__post_init__`s)."""
     from .runtime import RuntimeSpec
 
     defs: dict = {}

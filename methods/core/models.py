@@ -5,14 +5,15 @@ optionally tied embeddings), so a checkpoint is a plain `save_pretrained` direct
 (safetensors + config.json + tokenizer files) that `AutoModelForCausalLM.from_pretrained` and
 `lm_eval --model hf --model_args pretrained=<dir>` load with no custom code. Papers with custom
 blocks register their config/model classes with the Auto classes through `register_arch`
-(never `trust_remote_code`).
+(never `trust_remote_code`); `register_all` registers every one of them (`load_model` and the
+`icml26-lm-eval` console script, methods/core/lm_eval_cli.py, call it first).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import PosInt, Positive
+from .config import PosInt, Positive, key_error
 from .results import InputError, atomic_path
 
 
@@ -30,6 +31,13 @@ class ModelConfig:
     rope_theta: Positive = 10000.0
     norm_eps: Positive = 1e-5
     init_std: Positive = 0.02
+
+    def check(self) -> None:
+        """Rules across fields, run when a scale file is read (`methods.core.config.run_check`)."""
+        if self.d_model % self.n_heads:
+            raise key_error("n_heads", f"{self.n_heads} heads do not divide d_model={self.d_model}")
+        if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
+            raise key_error("n_kv_heads", f"{self.n_kv_heads} key/value heads do not divide n_heads={self.n_heads}")
 
 
 def llama_config(cfg: ModelConfig, tokenizer):
@@ -62,11 +70,31 @@ def build_model(cfg: ModelConfig, tokenizer, seed: int):
 
 
 def register_arch(config_cls, model_cls) -> None:
-    """Make a custom architecture loadable by `AutoModelForCausalLM` (import-time registration)."""
+    """Make a custom architecture loadable by `AutoModelForCausalLM` (import-time registration).
+    A module that calls it must be listed in `ARCH_MODULES`, so that `register_all` finds it."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)
     AutoModelForCausalLM.register(config_cls, model_cls, exist_ok=True)
+
+
+# Every module that calls `register_arch` at import (tests/core/test_model_dirs_load.py checks
+# that the list is complete by scanning methods/ for the calls).
+ARCH_MODULES = ("methods.dag_moe.model", "methods.siamesenorm.model")
+
+
+def register_all() -> list[str]:
+    """Register every custom architecture of the project with the transformers Auto classes
+    (by importing the modules that define them), so that `AutoConfig` / `AutoModelForCausalLM`
+    `.from_pretrained` and lm-eval's `hf` model load any model directory the DAG writes, with
+    no `trust_remote_code`. Idempotent; returns the registered `model_type`s, sorted."""
+    import importlib
+
+    from transformers import CONFIG_MAPPING
+
+    for name in ARCH_MODULES:
+        importlib.import_module(name)
+    return sorted(t for t, cls in CONFIG_MAPPING._extra_content.items() if cls.__module__ in ARCH_MODULES)
 
 
 def save_model(model, tokenizer, out_dir: str | Path, extra_files: dict[str, str] | None = None,
@@ -113,6 +141,7 @@ def load_model(path: str | Path, dtype=None, attn_implementation: str | None = N
     p = Path(path)
     if p.exists() and not (p / "config.json").is_file():
         raise InputError(f"not a model directory (no config.json): {p}")
+    register_all()  # a directory of any of the project's custom architectures loads here
     rt = current()
     kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
     if rt.is_cuda:
@@ -121,7 +150,7 @@ def load_model(path: str | Path, dtype=None, attn_implementation: str | None = N
         model = AutoModelForCausalLM.from_pretrained(
             str(path), dtype=dtype or rt.weight_dtype(training), use_safetensors=True, **kw)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, __import__("safetensors").SafetensorError) as e:  # truncated/corrupt weights too
         raise InputError(f"cannot load model {path}: {str(e).splitlines()[0]}") from None
     model.eval()
     return model, tokenizer

@@ -13,8 +13,11 @@ No torch here: the report must build on a machine that only has the results.
 from __future__ import annotations
 
 import argparse
+import ast
 import base64
+import json
 import math
+import re
 import shlex
 import sys
 import time
@@ -22,9 +25,11 @@ from pathlib import Path
 
 import jinja2
 import pandas as pd
+import yaml
+from markupsafe import Markup
 
 from .claims import KINDS, VERDICTS
-from .results import InputError, read_json, write_text
+from .results import InputError, config_hash, read_json, write_text
 
 PROG = "report"
 DASH = "\u2014"
@@ -52,6 +57,35 @@ def fmt_measured(v, interval) -> str:
         if interval.get("n"):
             text += f", n={interval['n']}"
     return text
+
+
+_LONG_FLOAT = re.compile(r"(?<![\w.])-?\d+\.\d{5,}(?:[eE][+-]?\d+)?(?![\w.])")
+_DICT = re.compile(r"\{[^{}]*\}")
+
+
+def _fmt_item(v) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_fmt_item(x)}" for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_fmt_item(x) for x in v) + "]"
+    return fmt_value(v)
+
+
+def fmt_note(text: str) -> str:
+    """A claim note for humans: a Python/JSON dict literal inside it becomes `k=v, ...`, and a
+    float written with 5 or more decimals is cut to 4 significant digits; the rest is kept."""
+    def as_pairs(m):
+        try:
+            v = ast.literal_eval(m.group(0))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            try:  # JSON: null, true, false
+                v = json.loads(m.group(0))
+            except ValueError:
+                return m.group(0)
+        return _fmt_item(v) if isinstance(v, dict) and v else m.group(0)
+
+    text = _DICT.sub(as_pairs, str(text))
+    return _LONG_FLOAT.sub(lambda m: f"{float(m.group(0)):.4g}", text)
 
 
 def tally(claims: list[dict]) -> dict:
@@ -105,10 +139,38 @@ def read_benchmarks(paper_dir: Path) -> pd.DataFrame:
         except (ValueError, TypeError) as e:
             raise InputError(f"corrupt benchmark file {tsv}: {e}") from None
         df["rule"], df["file"] = rule_of(tsv), str(tsv.relative_to(paper_dir))
-        frames.append(df[["rule", "file", "s", "max_rss"]])
+        df["end"] = tsv.stat().st_mtime  # Snakemake writes the file when the job ends
+        frames.append(df[["rule", "file", "s", "max_rss", "end"]])
     if not frames:
-        return pd.DataFrame(columns=["rule", "file", "s", "max_rss"])
+        return pd.DataFrame(columns=["rule", "file", "s", "max_rss", "end"])
     return pd.concat(frames, ignore_index=True)
+
+
+def job_intervals(bench: pd.DataFrame) -> list[tuple[float, float]]:
+    """(start, end) of every job, in epoch seconds: end = its benchmark file's mtime, start =
+    end minus the job's time (the sum of its rows: repeat() runs them one after the other)."""
+    if bench.empty:
+        return []
+    per = bench.groupby("file", sort=True).agg(s=("s", lambda x: x.sum(min_count=1)), end=("end", "max"))
+    return [(float(r.end) - float(r.s), float(r.end)) for r in per.itertuples() if not math.isnan(r.s)]
+
+
+def busy_wall_s(intervals: list[tuple[float, float]]) -> float | None:
+    """Wall time during which at least one job ran: the length of the union of the intervals.
+    For one uninterrupted `snakemake` run this is its elapsed time from the first job's start to
+    the last job's end (never idle in between); jobs rerun in later sessions add only their own
+    span, not the idle time between sessions."""
+    if not intervals:
+        return None
+    total, cur_s, cur_e = 0.0, None, None
+    for a, b in sorted(intervals):
+        if cur_e is None or a > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = a, b
+        else:
+            cur_e = max(cur_e, b)
+    return total + (cur_e - cur_s)
 
 
 def runtime_table(bench: pd.DataFrame) -> list[dict]:
@@ -137,8 +199,10 @@ def read_figures(fig_dir: Path) -> list[dict]:
     return figs
 
 
-def load_paper(scale: str, paper_dir: Path) -> dict:
-    """Everything the template needs for one paper; InputError on anything malformed."""
+def load_paper(scale: str, paper_dir: Path, scale_cfg: dict | None = None) -> dict:
+    """Everything the template needs for one paper; InputError on anything malformed.
+    `scale_cfg`: the scale's config (config/scales/<scale>.yaml); the paper's seeds and config
+    hash come from its section there, else from the provenance its summary step recorded."""
     paper_dir = Path(paper_dir)
     if not paper_dir.is_dir():
         raise InputError(f"missing paper directory: {paper_dir}")
@@ -164,7 +228,7 @@ def load_paper(scale: str, paper_dir: Path) -> dict:
                        "measured": fmt_measured(c.get("measured"), c.get("interval")),
                        "check": (c.get("check") or DASH) + ("".join(f"; if {g}" for g in guards)),
                        "verdict": c["verdict"],
-                       "note": c.get("note") or ""})
+                       "note": fmt_note(c.get("note") or "")})
     # headline claims first, then mechanism, then sanity; yaml order within a kind
     claims.sort(key=lambda c: KINDS.index(c["kind"]))
     counts = tally(claims)
@@ -173,66 +237,160 @@ def load_paper(scale: str, paper_dir: Path) -> dict:
     packages = prov.get("packages") if isinstance(prov.get("packages"), dict) else {}
     slug = str(data.get("paper") or paper_dir.name)
     wall_s = float(bench["s"].sum(min_count=1)) if not bench.empty else None
+    intervals = job_intervals(bench)
+    section = (scale_cfg or {}).get(slug) if isinstance(scale_cfg, dict) else None
+    if section is not None:  # the paper's section of config/scales/<scale>.yaml
+        seeds, seed_keys, chash = seeds_of(section), all_seeds(section), config_hash(section)
+    else:  # no scale config given: what the summary step recorded
+        seed = prov.get("seed")
+        seeds, seed_keys, chash = (DASH if seed is None else f"seed={seed}"), "", prov.get("config_hash") or DASH
     return {"slug": slug, "title": data.get("title") or slug, "claims": claims,
-            "counts": counts, "wall_s": _fmt_num(wall_s, ".2f"),
+            "counts": counts, "wall_s": _fmt_num(wall_s, ".2f"), "intervals": intervals,
+            "busy_s": _fmt_num(busy_wall_s(intervals), ".2f"),
             "runtimes": runtime_table(bench), "figures": read_figures(paper_dir / "figures"),
             "prov": {"git_sha": prov.get("git_sha") or DASH,
                      "git_dirty": fmt_value(prov.get("git_dirty")),
-                     "config_hash": prov.get("config_hash") or DASH,
+                     "config_hash": chash, "seeds": seeds, "seed_keys": seed_keys,
                      "python": prov.get("python") or DASH,
-                     "seed": fmt_value(prov.get("seed")),
+                     "host": prov.get("host") or DASH,
                      "time_utc": prov.get("time_utc") or DASH,
-                     "packages": sorted((k, v or DASH) for k, v in packages.items())}}
+                     "packages": tuple(sorted((k, v or DASH) for k, v in packages.items()))}}
 
 
-TEMPLATE = """\
-<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>icml26-repro report ({{ scale }})</title>
-<style>
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; }
+def _seed_items(node, path=()):
+    """(dotted key, value) of every key that names a seed (`seed`, `seeds`, `*_seed`, `*_seeds`),
+    shallowest first (stable), so that a section's own keys come before its subsections'."""
+    level, deeper = [], []
+    items = node.items() if isinstance(node, dict) else \
+        ((v.get("name", i) if isinstance(v, dict) else i, v) for i, v in enumerate(node)) \
+        if isinstance(node, list) else ()
+    for k, v in items:
+        key = path + (str(k),)
+        if re.fullmatch(r"(\w+_)?seeds?", str(k)):
+            level.append((".".join(key), v))
+        elif isinstance(v, (dict, list)):
+            deeper.append((key, v))
+    for key, v in deeper:
+        level.extend(_seed_items(v, key))
+    return sorted(level, key=lambda kv: kv[0].count(".")) if not path else level
+
+
+def seeds_of(section) -> str:
+    """A paper's seeds as `k=v`: its replicate seeds (the first `seeds` list) and the seed of its
+    data step (`data.seed`, else the first other seed key); "no seed in config" if none."""
+    items = _seed_items(section)
+    reps = next(((k, v) for k, v in items if k.split(".")[-1] == "seeds" and isinstance(v, list)), None)
+    base = next(((k, v) for k, v in items if k == "data.seed"), None) or \
+        next(((k, v) for k, v in items if re.fullmatch(r"(\w+_)?seed", k.split(".")[-1])), None)
+    shown = [f"{kv[0]}={_fmt_item(kv[1])}" for kv in (reps, base) if kv is not None]
+    return "; ".join(shown) if shown else "no seed in config"
+
+
+def all_seeds(section) -> str:
+    """Every seed key of a paper's section, `k=v`, for the tooltip."""
+    return "; ".join(f"{k}={_fmt_item(v)}" for k, v in _seed_items(section))
+
+
+def shared_provenance(papers: list[dict]) -> list[tuple[str, str]]:
+    """The provenance every paper shares, once: (field, value); a field that differs lists each
+    value with the papers it holds for, most common first."""
+    def one(field, get):
+        groups: dict = {}
+        for p in papers:
+            groups.setdefault(get(p), []).append(p["slug"])
+        if len(groups) <= 1:
+            return [(field, next(iter(groups), DASH))]
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), str(kv[0])))
+        return [(field, "; ".join(f"{v} ({', '.join(ps)})" for v, ps in ordered))]
+
+    times = sorted(p["prov"]["time_utc"] for p in papers if p["prov"]["time_utc"] != DASH)
+    rows = one("git sha", lambda p: f"{p['prov']['git_sha']} (dirty: {p['prov']['git_dirty']})")
+    rows.append(("results written (UTC)", f"{times[0]} to {times[-1]}" if times else DASH))
+    rows += one("machine", lambda p: p["prov"]["host"])
+    rows += one("python", lambda p: p["prov"]["python"])
+    names = sorted({n for p in papers for n, _ in p["prov"]["packages"]})
+    for n in names:
+        rows += one(n, lambda p, n=n: dict(p["prov"]["packages"]).get(n, DASH))
+    return rows
+
+
+STYLE = """\
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; padding: 0 1em; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
+/* long metric names and hashes wrap instead of widening the page */
+table.claims td, #provenance td, #paper-provenance td { overflow-wrap: anywhere; }
+table.claims td:nth-child(-n+2) { overflow-wrap: normal; white-space: nowrap; }  /* id, kind */
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+#summary td.num, table.runtimes td.num { white-space: nowrap; }
+#summary { font-size: 0.9em; } #summary td.paper { min-width: 14em; }
 .badge { border-radius: 0.3em; padding: 0.1em 0.4em; color: #fff; white-space: nowrap; }
 .reproduced { background: #2e7d32; } .not_reproduced { background: #c62828; }
 .not_checked { background: #757575; } .inconclusive { background: #b26a00; }
 tr.totals td { border-top: 2px solid #333; }
-figure { display: inline-block; margin: 0 1em 1em 0; } img { max-width: 32em; }
-</style></head><body>
+figure { display: block; margin: 0 0 1.5em; }
+figure img { display: block; width: 100%; height: auto; cursor: zoom-in; }
+input.zoom { display: none; }
+/* click a figure: it opens at its own pixel size over the page; click again to close */
+input.zoom:checked + label { position: fixed; inset: 0; z-index: 10; overflow: auto;
+  background: rgba(0, 0, 0, 0.85); padding: 1em; box-sizing: border-box; }
+input.zoom:checked + label img { width: auto; max-width: none; margin: auto; cursor: zoom-out; }
+"""
+
+TEMPLATE = """\
+<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>icml26-repro report ({{ scale }})</title>
+<style>
+{{ style }}</style></head><body>
 <h1>icml26-repro: reproduction report</h1>
 <p>Scale: <b id="scale">{{ scale }}</b>. Generated <span id="generated">{{ generated }}</span>.</p>
 <h2>Summary</h2>
 <p>Headline: the paper's result, measured. Mechanism: a measured intermediate effect the paper
 reports. Sanity: holds by construction (closed form, simulator, format arithmetic), not a
-reproduction. "r / c": reproduced of checkable (a check ran on a measurement); inconclusive means
-a guard failed or the interval straddles the threshold.</p>
+reproduction. "r / c": reproduced (for sanity: passed) of checkable, where checkable means a
+check ran on a measurement; "not r.": not reproduced; "inconcl.": inconclusive, a guard failed or
+the interval straddles the threshold; "not checked": no measurement at this scale.</p>
+<p>Time: <i>sum of job times</i> adds every job's own wall time from its Snakemake benchmark
+file, so jobs that ran side by side count twice. <i>Wall time with a job running</i> is the
+length of the union of the jobs' [start, end] intervals (end: the benchmark file's modification
+time, start: end minus the job's time): for one uninterrupted run, the elapsed time from the first
+job's start to the last job's end; it leaves out idle time between separate runs. It is measured,
+not a critical path (the report has no DAG).{% if span %} First job start to last job end:
+{{ span }} s.{% endif %}</p>
 <table id="summary">
 <tr><th rowspan="2">paper</th><th colspan="3">headline</th><th colspan="2">mechanism</th>
-<th>sanity</th><th rowspan="2">not checked</th><th rowspan="2">total job wall time (s)</th></tr>
-<tr><th>reproduced / checkable</th><th>not reproduced</th><th>inconclusive</th>
-<th>reproduced / checkable</th><th>inconclusive</th><th>passed / checkable</th></tr>
-{% for row in summary %}<tr{% if row.total %} class="totals"{% endif %}><td>{% if row.total %}<b>total</b>{% else %}<a href="#{{ row.slug }}">{{ row.slug }}</a>{% endif %}</td>
+<th>sanity</th><th rowspan="2">not checked</th><th rowspan="2">claims</th>
+<th rowspan="2">sum of job times (s)</th><th rowspan="2">wall time with a job running (s)</th></tr>
+<tr><th>r / c</th><th>not r.</th><th>inconcl.</th><th>r / c</th><th>inconcl.</th><th>r / c</th></tr>
+{% for row in summary %}<tr{% if row.total %} class="totals"{% endif %}><td class="paper">{% if row.total %}<b>total ({{ row.n }} papers)</b>{% else %}<a href="#{{ row.slug }}">{{ row.title }}</a> <small>({{ row.slug }})</small>{% endif %}</td>
 <td class="num">{{ row.c.headline.reproduced }} / {{ row.c.headline.checkable }}</td>
 <td class="num">{{ row.c.headline.not_reproduced }}</td><td class="num">{{ row.c.headline.inconclusive }}</td>
 <td class="num">{{ row.c.mechanism.reproduced }} / {{ row.c.mechanism.checkable }}</td>
 <td class="num">{{ row.c.mechanism.inconclusive }}</td>
 <td class="num">{{ row.c.sanity.reproduced }} / {{ row.c.sanity.checkable }}</td>
-<td class="num">{{ row.c.all.not_checked }}</td><td class="num">{{ row.wall_s }}</td></tr>
+<td class="num">{{ row.c.all.not_checked }}</td><td class="num">{{ row.c.all.total }}</td>
+<td class="num">{{ row.wall_s }}</td><td class="num">{{ row.busy_s }}</td></tr>
+{% endfor %}</table>
+<h2>Provenance</h2>
+<table id="provenance">
+{% for name, value in shared %}<tr><th>{{ name }}</th><td>{{ value }}</td></tr>
+{% endfor %}</table>
+<p>Per paper: {{ prov_source }}</p>
+<table id="paper-provenance">
+<tr><th>paper</th><th>seeds</th><th>config hash</th><th>results written (UTC)</th></tr>
+{% for p in papers %}<tr><td><a href="#{{ p.slug }}">{{ p.slug }}</a></td>
+<td title="{{ p.prov.seed_keys }}">{{ p.prov.seeds }}</td><td>{{ p.prov.config_hash }}</td>
+<td>{{ p.prov.time_utc }}</td></tr>
 {% endfor %}</table>
 {% for p in papers %}<section id="{{ p.slug }}">
 <h2>{{ p.title }} <small>({{ p.slug }})</small></h2>
 <h3>Claims</h3>
-<table class="claims">
-<tr><th>id</th><th>kind</th><th>statement</th><th>paper</th><th>ours</th><th>check</th><th>verdict</th>
-<th>note</th></tr>
-{% for c in p.claims %}<tr><td>{{ c.id }}</td><td>{{ c.kind }}</td><td>{{ c.statement }}</td>
-<td class="num" title="{{ c.source }}">{{ c.paper_value }}</td><td class="num">{{ c.measured }}</td>
-<td>{{ c.check }}</td><td><span class="badge {{ c.verdict }}">{{ c.verdict }}</span></td>
-<td>{{ c.note }}</td></tr>
-{% endfor %}</table>
+{{ claims_table(p) }}
 <h3>Figures</h3>
-{% for f in p.figures %}<figure><img alt="{{ f.name }}" src="data:image/png;base64,{{ f.b64 }}">
+{% for f in p.figures %}<figure><input type="checkbox" class="zoom" id="zoom-{{ p.slug }}-{{ loop.index }}">
+<label for="zoom-{{ p.slug }}-{{ loop.index }}" title="click to enlarge"><img alt="{{ f.name }}" src="data:image/png;base64,{{ f.b64 }}"></label>
 <figcaption>{{ f.caption or f.name }}</figcaption></figure>
 {% else %}<p>No figures.</p>
 {% endfor %}
@@ -243,38 +401,85 @@ a guard failed or the interval straddles the threshold.</p>
 <td class="num">{{ r.total_s }}</td><td class="num">{{ r.max_s }}</td>
 <td class="num">{{ r.max_rss_mb }}</td></tr>
 {% endfor %}</table>{% else %}<p>No benchmark files.</p>{% endif %}
-<h3>Provenance</h3>
-<table class="provenance">
-<tr><th>git sha</th><td>{{ p.prov.git_sha }} (dirty: {{ p.prov.git_dirty }})</td></tr>
-<tr><th>config hash</th><td>{{ p.prov.config_hash }}</td></tr>
-<tr><th>seed</th><td>{{ p.prov.seed }}</td></tr>
-<tr><th>python</th><td>{{ p.prov.python }}</td></tr>
-<tr><th>run at (UTC)</th><td>{{ p.prov.time_utc }}</td></tr>
-{% for name, version in p.prov.packages %}<tr><th>{{ name }}</th><td>{{ version }}</td></tr>
-{% endfor %}</table>
 </section>
 {% endfor %}</body></html>
+"""
+
+CLAIMS_TABLE = """\
+<table class="claims">
+<tr><th>id</th><th>kind</th><th>statement</th><th>paper</th><th>ours</th><th>check</th><th>verdict</th>
+<th>note</th></tr>
+{% for c in p.claims %}<tr><td>{{ c.id }}</td><td>{{ c.kind }}</td><td>{{ c.statement }}</td>
+<td class="num" title="{{ c.source }}">{{ c.paper_value }}</td><td class="num">{{ c.measured }}</td>
+<td>{{ c.check }}</td><td><span class="badge {{ c.verdict }}">{{ c.verdict }}</span></td>
+<td>{{ c.note }}</td></tr>
+{% endfor %}</table>"""
+
+CLAIMS_PAGE = """\
+<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>{{ p.title }}: claims ({{ scale }})</title>
+<style>
+{{ style }}</style></head><body>
+<h1>{{ p.title }} <small>({{ p.slug }}, {{ scale }})</small></h1>
+{{ claims_table(p) }}
+</body></html>
 """
 
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
 
 
-def build_report(scale: str, paper_dirs: list[Path], command: str | None = None) -> str:
-    """Return the report HTML. `command` goes into the first-line comment (default: argv)."""
-    papers = [load_paper(scale, Path(d)) for d in paper_dirs]
-    summary = [{"slug": p["slug"], "c": p["counts"], "wall_s": p["wall_s"], "total": False} for p in papers]
-    summary.append({"slug": "total", "c": totals([p["counts"] for p in papers]),
+def _claims_table(p: dict) -> Markup:
+    return Markup(_ENV.from_string(CLAIMS_TABLE).render(p=p))
+
+
+def read_scale_config(path: Path | None) -> dict | None:
+    if path is None:
+        return None
+    try:
+        cfg = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise InputError(f"cannot read scale config {path}: {' '.join(str(e).split())}") from None
+    if not isinstance(cfg, dict):
+        raise InputError(f"scale config {path} is not a mapping")
+    return cfg
+
+
+def build_report(scale: str, paper_dirs: list[Path], command: str | None = None,
+                 scale_config: Path | None = None) -> str:
+    """Return the report HTML. `command` goes into the first-line comment (default: argv);
+    `scale_config`: config/scales/<scale>.yaml, for each paper's seeds and config hash."""
+    scale_cfg = read_scale_config(scale_config)
+    papers = [load_paper(scale, Path(d), scale_cfg) for d in paper_dirs]
+    summary = [{"slug": p["slug"], "title": p["title"], "c": p["counts"], "wall_s": p["wall_s"],
+                "busy_s": p["busy_s"], "total": False} for p in papers]
+    intervals = [iv for p in papers for iv in p["intervals"]]
+    summary.append({"slug": "total", "title": "total", "n": len(papers), "c": totals([p["counts"] for p in papers]),
                     "wall_s": _fmt_num(sum(float(p["wall_s"]) for p in papers if p["wall_s"] != DASH)
                                        if any(p["wall_s"] != DASH for p in papers) else None, ".2f"),
-                    "total": True})
+                    "busy_s": _fmt_num(busy_wall_s(intervals), ".2f"), "total": True})
+    span = (_fmt_num(max(e for _, e in intervals) - min(s for s, _ in intervals), ".2f")
+            if intervals else None)
+    prov_source = (f"seeds and config hash from each paper's section of {scale_config} (config hash: "
+                   "the first 16 hex digits of the SHA-256 of its JSON, keys sorted); hover a seed for "
+                   "every seed key." if scale_cfg is not None else
+                   "seed and config hash as the paper's summary step recorded them.")
     if command is None:
         command = shlex.join(["python", "-m", "methods.core.report", *sys.argv[1:]])
     # Inside a comment "<" and ">" could end it early (a path containing "-->").
     command = command.replace("<", "&lt;").replace(">", "&gt;")
     html = _ENV.from_string(TEMPLATE).render(
-        scale=scale, papers=papers, summary=summary,
+        scale=scale, papers=papers, summary=summary, shared=shared_provenance(papers), span=span,
+        prov_source=prov_source, style=Markup(STYLE), claims_table=_claims_table,
         generated=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     return f"<!-- Generated by icml26-repro: {command} -->\n{html}"
+
+
+def build_claims_page(scale: str, paper_dir: Path) -> str:
+    """One paper's claims table as a standalone HTML page (a `snakemake --report` item)."""
+    p = load_paper(scale, Path(paper_dir))
+    return _ENV.from_string(CLAIMS_PAGE).render(scale=scale, p=p, style=Markup(STYLE),
+                                                claims_table=_claims_table)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -282,11 +487,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", required=True)
     parser.add_argument("--papers", required=True, nargs="+", type=Path, metavar="DIR")
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--scale-config", type=Path, metavar="YAML",
+                        help="config/scales/<scale>.yaml: each paper's seeds and config hash from its section")
+    parser.add_argument("--claims-only", action="store_true",
+                        help="write one paper's claims table as a standalone page (one --papers DIR)")
     args = parser.parse_args(argv)
     command = shlex.join(["python", "-m", "methods.core.report",
                           *(sys.argv[1:] if argv is None else argv)])
     try:
-        html = build_report(args.scale, args.papers, command=command)
+        if args.claims_only:
+            if len(args.papers) != 1:
+                raise InputError(f"--claims-only takes one paper directory, got {len(args.papers)}")
+            html = build_claims_page(args.scale, args.papers[0])
+        else:
+            html = build_report(args.scale, args.papers, command=command, scale_config=args.scale_config)
     except InputError as e:
         msg = " ".join(str(e).split())  # one line, whatever the exception text holds
         print(f"{PROG}: error: {msg}", file=sys.stderr)

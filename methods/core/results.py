@@ -2,12 +2,16 @@
 
 A step's output either exists complete or not at all: everything is written to a temporary
 sibling and moved into place with `os.replace` (atomic on POSIX within one filesystem).
+JSON is written strict (RFC 8259): a non-finite float (NaN, ±Infinity), which JSON cannot
+hold, is written as null, which `methods.core.claims` reads as "not measured".
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -54,8 +58,29 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text)
 
 
+def finite(obj: Any) -> Any:
+    """`obj` with every non-finite float (NaN, ±inf; also inside numpy/torch values) replaced by
+    None, recursively through mappings, lists and tuples: what strict JSON can hold."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):  # numpy / torch arrays and scalars
+        return finite(obj.tolist())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return finite(dataclasses.asdict(obj))
+    return obj
+
+
+def dumps(obj: Any, **kw) -> str:
+    """Strict JSON text of `obj` (non-finite floats as null, see `finite`)."""
+    return json.dumps(finite(obj), allow_nan=False, default=_json_default, **kw)
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> None:
-    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+    write_text(path, dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
 def read_json(path: str | os.PathLike) -> Any:
@@ -84,7 +109,7 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
 
 
 def write_jsonl(path: str | os.PathLike, rows: list[dict]) -> None:
-    write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    write_text(path, "".join(dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
 def _json_default(o: Any) -> Any:
@@ -92,6 +117,8 @@ def _json_default(o: Any) -> Any:
         return o.tolist()
     if isinstance(o, Path):
         return str(o)
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return dataclasses.asdict(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 

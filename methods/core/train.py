@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Callable, Literal
 
-from .config import Check, NonNeg, NonNegInt, PosInt, Positive, Prob
-from .results import InputError, atomic_path
+from .config import Check, NonNeg, NonNegInt, PosInt, Positive, Prob, key_error
+from .results import InputError, atomic_path, config_hash
 
 _Beta = Annotated[float, Check(minimum=0, exclusive_maximum=1)]  # an Adam β ∈ [0, 1)
 
@@ -25,7 +25,8 @@ _Beta = Annotated[float, Check(minimum=0, exclusive_maximum=1)]  # an Adam β �
 @dataclass
 class TrainConfig:
     """A scale file's `train` sub-section (weight_decay and seed are usually set per run); the
-    Checks apply when it is read (`from_dict`), the rules below on every construction."""
+    Checks and `check` apply when it is read (`from_dict`, so at workflow start-up), `check`
+    again when `train` starts, the rules of `__post_init__` on every construction."""
     steps: PosInt
     batch_size: PosInt
     lr: Positive
@@ -52,8 +53,17 @@ class TrainConfig:
         for key in ("steps", "batch_size"):
             if getattr(self, key) <= 0:
                 raise InputError(f"config key '{key}' must be positive, got {getattr(self, key)}")
+
+    def check(self) -> None:
+        """Rules across fields (see `methods.core.config.run_check`). `log_every` may exceed
+        `steps` (the last step is always logged: smoke runs shorten steps, not log_every)."""
         if not 0 <= self.warmup_steps <= self.steps:
-            raise InputError(f"config key 'warmup_steps' must be in [0, steps], got {self.warmup_steps}")
+            raise key_error("warmup_steps", f"{self.warmup_steps} warm-up steps in a run of steps={self.steps} "
+                                            "(must be in [0, steps])")
+        for key in ("eval_every", "ckpt_every"):
+            if getattr(self, key) > self.steps:
+                raise key_error(key, f"{getattr(self, key)} is more than steps={self.steps} "
+                                     "(0 = at the end only / never)")
 
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
@@ -79,15 +89,23 @@ def param_groups(model, cfg: TrainConfig) -> list[dict]:
             {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"}]
 
 
-def make_optimizer(model, cfg: TrainConfig):
+def make_optimizer(model, cfg: TrainConfig, impl: Literal["auto", "single", "foreach", "fused"] = "auto"):
+    """AdamW (or SGD) over `param_groups`. AdamW's kernel: `impl="auto"` is the fused kernel on
+    CUDA and torch's single-tensor loop on the CPU (torch's own CPU default). Measured on the
+    CPU (benchmarks/README.md): foreach is bitwise equal to the single-tensor loop but not
+    reliably faster (faster on a quiet core at 151k parameters, slower under load and at 3M);
+    the fused CPU kernel is 3-13× faster per step but rounds differently (|Δθ| ~ 6e-7 after
+    50 steps), so it is opt-in (`impl="fused"`) to keep existing results bit-reproducible."""
     import torch
 
     groups = param_groups(model, cfg)
     if cfg.optimizer == "adamw":
         # torch's AdamW is the decoupled rule of Loshchilov & Hutter: θ ← θ(1 − lr·λ) − lr·m̂/(√v̂+ε),
         # with lr the *scheduled* rate, so the shrink per step is γ_t·λ.
-        fused = any(p.is_cuda for g in groups for p in g["params"])
-        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused or None)
+        if impl == "auto":
+            impl = "fused" if any(p.is_cuda for g in groups for p in g["params"]) else "single"
+        kw = {"single": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}[impl]
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, **kw)
     return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
 
 
@@ -112,13 +130,16 @@ def evaluate_loss(model, batches: list[dict]) -> float:
     total, count = 0.0, 0
     with torch.no_grad(), rt.autocast(training=was_training):
         for b in batches:
+            # counted where the batch was made (the CPU, usually): no device sync per batch
             n = int((b["labels"] != -100).sum())
             if n == 0:  # a batch without targets has no loss (its mean would be NaN)
                 continue
-            total += float(lm_loss(model, rt.to_device(b))) * n
+            # summed on the device in float64, read once at the end: the same IEEE operations
+            # as a Python-float sum of float(loss)·n, so the same value
+            total = total + lm_loss(model, rt.to_device(b)).double() * n
             count += n
     model.train(was_training)
-    return total / max(1, count)
+    return float(total) / max(1, count)
 
 
 def target_tokens(batch: dict) -> int:
@@ -149,7 +170,15 @@ def _rank_loss(fwd, loss_fn, batch: dict, share: float):
     return loss_fn(fwd, batch) * (share * distributed.world_size())
 
 
-def _save_checkpoint(path: Path, model, opt, step: int, rows: list[dict]) -> None:
+def run_hash(cfg: TrainConfig, model=None, identity=None) -> str:
+    """What decides a run, hashed: the TrainConfig, the model's parameter names and shapes, and
+    the caller's `identity` (its model/step config, a data fingerprint: anything JSON-able). A
+    checkpoint carries it, and only a run with the same hash resumes from it."""
+    params = [] if model is None else [[n, list(p.shape)] for n, p in model.named_parameters()]
+    return config_hash({"train": asdict(cfg), "params": params, "identity": identity})
+
+
+def _save_checkpoint(path: Path, model, opt, step: int, rows: list[dict], run: str | None = None) -> None:
     import torch
 
     from . import distributed
@@ -160,11 +189,13 @@ def _save_checkpoint(path: Path, model, opt, step: int, rows: list[dict]) -> Non
     if not distributed.is_main():
         return
     with atomic_path(path) as tmp:
-        torch.save({"model": model_state, "optimizer": opt_state, "step": step,
+        torch.save({"model": model_state, "optimizer": opt_state, "step": step, "run_hash": run,
                     "rows": [json.dumps(r, sort_keys=True) for r in rows]}, tmp)
 
 
-def _load_checkpoint(path: Path, model, opt) -> tuple[int, list[dict]]:
+def _load_checkpoint(path: Path, model, opt, run: str | None = None) -> tuple[int, list[dict]] | None:
+    """(step, rows) of the checkpoint at `path`, its state loaded into model and optimizer; None
+    (and one line on stderr) where it was written by a run of another hash than `run`."""
     import torch
 
     try:
@@ -173,6 +204,13 @@ def _load_checkpoint(path: Path, model, opt) -> tuple[int, list[dict]]:
         raise InputError(f"corrupt checkpoint {path}: {str(e).splitlines()[0]}") from None
     from . import distributed
 
+    # rank 0's file decides for every rank (they must agree on resuming)
+    theirs = distributed.agree(state.get("run_hash") if isinstance(state, dict) else None)
+    if theirs != run:
+        if distributed.is_main():
+            print(f"checkpoint {path} was written by another config (hash {theirs}≠{run}): "
+                  "starting afresh", file=sys.stderr)
+        return None
     distributed.load_train_state(model, opt, state["model"], state["optimizer"])
     return int(state["step"]), [json.loads(r) for r in state["rows"]]
 
@@ -181,7 +219,7 @@ def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
           eval_fn: Callable[[], dict] | None = None, ckpt_path: str | Path | None = None,
           log_path: str | Path | None = None, desc: str = "train",
           loss_fn: Callable | None = None,
-          grad_probe: Callable[[int], dict | None] | None = None) -> list[dict]:
+          grad_probe: Callable[[int], dict | None] | None = None, identity=None) -> list[dict]:
     """Train `model` in place for cfg.steps updates; return the metric rows.
 
     `batch_fn(step)` returns the batch for update `step`; `eval_fn()` returns a dict of metrics
@@ -191,7 +229,10 @@ def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
     {"step": done, **dict} (e.g. per-layer gradient norms). With `ckpt_path`, an existing
     checkpoint is resumed and a new one written every `ckpt_every` steps; the file is removed
     after the final step. Metric rows hold no wall-clock values, so a resumed run's rows equal
-    an uninterrupted run's.
+    an uninterrupted run's. A checkpoint resumes only the run that wrote it: it carries
+    `run_hash(cfg, model, identity)`, with `identity` whatever else decides the run (the
+    caller's model/step config, a data fingerprint; JSON-able), and a checkpoint of another hash
+    is ignored (one line on stderr) and training starts from step 0.
 
     The model runs where the active runtime says (`runtime.current()`): it is moved there in
     the training dtype (fp32 master weights by default), batches follow it, and the loss is
@@ -215,7 +256,9 @@ def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
     from . import distributed
     from .runtime import current
 
+    cfg.check()  # a config built in code, not read by from_dict, gets the same cross-field rules
     rt = current()
+    run = run_hash(cfg, model, identity) if ckpt_path else None  # before placing: names and shapes as built
     strategy = distributed.strategy()  # "none" without a process group: the plain loop below
     if strategy == "fsdp":
         # dtype only: fully_shard moves each layer's shard to this rank's device as it shards
@@ -230,8 +273,11 @@ def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
     start, rows = 0, []
     main = distributed.is_main()
     # rank 0 decides: ranks that disagree about resuming would run different collectives
+    resumed = None
     if ckpt is not None and distributed.agree(ckpt.exists()):
-        start, rows = _load_checkpoint(ckpt, model, opt)
+        resumed = _load_checkpoint(ckpt, model, opt, run)
+    if resumed is not None:
+        start, rows = resumed
         if main:
             print(f"{desc}: resumed from {ckpt} at step {start}", file=sys.stderr)
     params = [p for g in opt.param_groups for p in g["params"]]
@@ -271,13 +317,14 @@ def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
             # distributed: the mean over ranks of the scaled losses is the global batch's loss
             loss_value = loss.item() if strategy == "none" else distributed.all_reduce_mean(loss)
             rows.append({"step": done, "loss": loss_value, "lr": lr, "grad_norm": distributed.scalar(gnorm)})
-            bar.set_postfix(loss=f"{loss_value:.4f}")
+            # refresh=False: the bar redraws on its own clock (mininterval), not on every logged step
+            bar.set_postfix(loss=f"{loss_value:.4f}", refresh=False)
         if probe:
             rows.append({"step": done, **probe})
         if eval_fn is not None and ((cfg.eval_every and done % cfg.eval_every == 0) or last):
             rows.append({"step": done, **eval_fn()})
         if ckpt is not None and cfg.ckpt_every and done % cfg.ckpt_every == 0 and not last:
-            _save_checkpoint(ckpt, model, opt, done, rows)
+            _save_checkpoint(ckpt, model, opt, done, rows, run)
     bar.close()
     elapsed = time.perf_counter() - t0
     if cfg.steps > start and tokens_per_step and main:  # distributed: the whole job's tokens

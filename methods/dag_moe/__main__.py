@@ -133,6 +133,7 @@ def build_parser():
 
     s = step("data", _data, "write the world (permutations, held-out pairs) and the tokenizer")
     s.add_argument("--out", required=True)
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     s = step("train", _train, "train one mixture LM (one arch, one seed) and evaluate it")
     for k in ("data", "out", "metrics", "name", "arch"):
         s.add_argument(f"--{k}", required=True)

@@ -139,6 +139,7 @@ def train_lm(cfg: LMConfig, arch: ArchConfig, arch_name: str, seed: int, data_di
     tcfg = TrainConfig(**{**asdict(cfg.train), "seed": seed})
     t0 = time.perf_counter()
     rows = train(model, batch_fn, tcfg, loss_fn=moe_loss, ckpt_path=ckpt, desc=f"{arch_name}_s{seed}",
+                 identity={"lm": asdict(cfg), "arch": asdict(arch), "shards": shards_dir is not None},
                  eval_fn=lambda: {"val_loss": lm_eval_loss(model, val)})
     wall = time.perf_counter() - t0
     metrics = {"arch": arch_name, "seed": seed, **asdict(arch),

@@ -63,6 +63,7 @@ def build_parser():
     s = step("data", _data, "judge pairs and proxy labels (synthetic languages, or the hub datasets)", "out",
              threads=True)
     s.add_argument("--hub", default="", help="train.hub as JSON (paper scale: the hub judge and datasets)")
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     s = step("train", _train, "train + evaluate + probe one variant", "data", "out", "ckpt", threads=True)
     s.add_argument("--variant", required=True)
     s = step("report", _report, "claim metrics, table and figure", "table", "summary", "figure")

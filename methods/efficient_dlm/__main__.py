@@ -92,6 +92,7 @@ def build_parser():
     s = step("data", _data, "generate corpus, held-out prompts and tokenizer (paper scale: corpus shards)", "out")
     s.add_argument("--tokenizer", default=None, help="paper scale: the AR base whose tokenizer makes the shards")
     s.add_argument("--tokens", type=int, default=None, help="paper scale: tokens of the corpus to shard")
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     step("train_ar", _train_ar, "train the tiny AR base", "data", "out", threads=True)
     s = step("convert", _convert, "continuous-pretrain the AR base as a dLM (one variant)",
              "variant", "ar", "data", "out", threads=True)

@@ -288,26 +288,24 @@ class _Weights:
     which numpy cannot hold): a 4B model's two copies are never in memory at once."""
 
     def __init__(self, d: str):
-        from safetensors import safe_open
+        from methods.core.safeload import safetensors_keys
 
         files = sorted(Path(d).glob("*.safetensors"))
         if not files:
             raise InputError(f"no safetensors weights in {d}")
         self.where = {}
         for f in files:
-            with safe_open(str(f), framework="pt") as h:
-                self.where.update(dict.fromkeys(h.keys(), f))
+            self.where.update(dict.fromkeys(safetensors_keys(f), f))
 
     def __iter__(self):
         return iter(self.where)
 
     def __getitem__(self, name):
-        from safetensors import safe_open
+        from methods.core.safeload import safetensors_tensor
 
         if name not in self.where:
             raise InputError(f"weights {sorted(set(f.parent for f in self.where.values()))[0]} have no tensor {name!r}")
-        with safe_open(str(self.where[name]), framework="pt") as h:
-            return h.get_tensor(name).double().numpy()
+        return safetensors_tensor(self.where[name], name).double().numpy()
 
 
 def drift(ar: str, conv: str) -> dict:

@@ -103,6 +103,7 @@ def build_parser():
     p, sub = cli.subcommands("fusionroute", __doc__.splitlines()[0])
     step = functools.partial(cli.config_step, sub)
     s = step("data", _data, "generate add/rev/brk/comp data and the char tokenizer", "out")
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     s = step("expert", _expert, "train one domain expert", "data", "out", "domain", threads=True)
     s.add_argument("--seed", type=int, required=True)
     s = step("sft", _sft, "router SFT: LM loss + routing loss on informative positions", "data", "out", threads=True)

@@ -45,12 +45,11 @@ def save_router(router, tok, out, info: dict) -> None:
 
 
 def load_router(path):
-    from safetensors.torch import load_file
-
     from methods.core.models import load_model
+    from methods.core.safeload import load_safetensors
 
     lm, tok = load_model(path)
-    w = load_file(str(Path(path) / HEAD_FILE))["weight"]
+    w = load_safetensors(Path(path) / HEAD_FILE, keys=("weight",))["weight"]
     r = router_module(lm, w.shape[0])
     r.head.weight.data.copy_(w)
     r.head.to(device=lm.device, dtype=lm.dtype)     # beside the LM (a no-op on CPU in fp32)

@@ -52,9 +52,12 @@ def _calibrate(a):
 def _load_calib(path):
     import torch
 
-    if not Path(path).is_file():
-        raise InputError(f"missing calibration file: {path}")
-    return torch.load(path, weights_only=True)
+    from methods.core.safeload import load_pt
+
+    ids = load_pt(path)
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.is_floating_point():
+        raise InputError(f"calibration file {path} does not hold a 2-D tensor of token ids")
+    return ids
 
 
 def _quantize(a):
@@ -105,8 +108,18 @@ def _evaluate(a):
     cli.set_threads(a.threads)
     cfg = from_json(EvalConfig, a.config, "eval")
     t0 = time.perf_counter()
-    rows = evaluate_models(cfg, a.fp, a.models, a.data)
+    rows = evaluate_models(cfg, a.fp, a.models, a.data, a.tasks)
     write_metrics(a.out, {"setting": a.setting, "rows": rows}, json.loads(a.config), None, time.perf_counter() - t0)
+
+
+def _export_tasks(a):
+    from methods.core.tokenizer import load_tokenizer
+
+    from .config import EvalConfig
+    from .evaluate import export_tasks
+
+    cfg = from_json(EvalConfig, a.config, "eval")
+    export_tasks(cfg, load_tokenizer(a.base), a.data, a.out)
 
 
 def _report(a):
@@ -122,7 +135,8 @@ def build_parser():
 
     step = functools.partial(cli.config_step, sub)
 
-    step("data", _data, "generate the PCFG + running-sum corpus, eval prompts, tokenizer", "out")
+    s = step("data", _data, "generate the PCFG + running-sum corpus, eval prompts, tokenizer", "out")
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     step("train", _train, "train (or, at paper scale, fetch) the FP base model", "data", "out", threads=True)
     step("calibrate", _calibrate, "draw the calibration token windows", "data", "base", "out")
     s = step("quantize", _quantize, "block-wise PTQ baseline of every block", "base", "calib", "out", threads=True)
@@ -133,6 +147,9 @@ def build_parser():
     s = step("evaluate", _evaluate, "PPL, KL to FP, top-1 agreement, EM by length, lm-eval",
              "fp", "data", "out", "setting", threads=True)
     s.add_argument("--models", nargs="+", required=True)
+    s.add_argument("--tasks", help="the lm-eval task folder of export-tasks (default: exported to a temporary one)")
+    step("export-tasks", _export_tasks, "write the lm-eval task folder (task YAMLs next to their data)",
+         "data", "base", "out")
     s = step("report", _report, "table, claim metrics, figure", "table", "summary", "figure")
     s.add_argument("--evals", nargs="+", required=True)
     return p

@@ -5,7 +5,8 @@ paper's seqlen (paper scale, `ppl_source`); mean KL(p_FP‖p_Q) per token and to
 with the FP model on `n_kl_seqs` held-out windows; greedy exact match of the running sum by
 output length (the first k generated digits, k in `buckets`) and the mean first position where
 the greedy output departs from the FP model's; lm-eval tasks where they fit (`lm_eval_tasks`:
-tiny exports the full-length running sum as a `generate_until` task; paper names lm-eval's own
+tiny exports the full-length running sum as a `generate_until` task, kept next to its data in
+the results' `lm_eval_tasks/` folder for `lm_eval --include_path`; paper names lm-eval's own
 mmlu / ifeval / gsm8k). The FP model is loaded once and every variant compared to it in memory.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch.nn.functional as F
 from methods.core.data import TokenStream
 from methods.core.evaluate import export_task, run_lm_eval
 from methods.core.models import load_model
-from methods.core.results import InputError, read_jsonl
+from methods.core.results import InputError, atomic_path, read_jsonl
 
 from .config import SUM_TASK, EvalConfig
 
@@ -105,7 +106,26 @@ def _first_divergence(a: list[int], b: list[int]) -> int:
     return min(len(a), len(b))
 
 
-def evaluate_models(cfg: EvalConfig, fp_dir, model_dirs: list, data_dir) -> list[dict]:
+def export_tasks(cfg: EvalConfig, tokenizer, data_dir, out_dir) -> bool:
+    """Write the lm-eval task folder `out_dir` (atomically; `lm_eval --include_path <out_dir>`
+    reruns the evaluation): with `lm_eval_tasks` = [SUM_TASK], the full-length running sum as a
+    `generate_until` task next to its data (methods.core.evaluate; greedy until the newline, one
+    token more than the answer under `tokenizer`); else (lm-eval's registered tasks, or none) an
+    empty folder. Returns whether the task was exported."""
+    data_dir = Path(data_dir)
+    with atomic_path(out_dir, is_dir=True) as tmp:
+        if cfg.lm_eval_tasks != [SUM_TASK]:
+            return False
+        recs = read_jsonl(data_dir / "sum_eval.jsonl")
+        n_new = len(tokenizer(recs[0]["answer"], add_special_tokens=False)["input_ids"])
+        export_task(tmp, SUM_TASK, data_dir / "sum_eval.jsonl", "generate_until", max_gen_toks=n_new + 1, stop="\n")
+    return True
+
+
+def evaluate_models(cfg: EvalConfig, fp_dir, model_dirs: list, data_dir, tasks_dir=None) -> list[dict]:
+    """Every metric of the module docstring for the FP model and each of `model_dirs`. lm-eval
+    reads our exported task from `tasks_dir` (`export_tasks`; None: exported to a temporary
+    folder here)."""
     data_dir = Path(data_dir)
     fp, tok = load_model(fp_dir)
     recs = read_jsonl(data_dir / "sum_eval.jsonl")
@@ -125,9 +145,12 @@ def evaluate_models(cfg: EvalConfig, fp_dir, model_dirs: list, data_dir) -> list
     with tempfile.TemporaryDirectory() as td:
         include = None
         if cfg.lm_eval_tasks == [SUM_TASK]:
-            export_task(td, SUM_TASK, data_dir / "sum_eval.jsonl", "generate_until",
-                        max_gen_toks=n_new + 1, stop="\n")
-            include = td
+            if tasks_dir is None:
+                tasks_dir = Path(td) / "lm_eval_tasks"
+                export_tasks(cfg, tok, data_dir, tasks_dir)
+            elif not (Path(tasks_dir) / f"{SUM_TASK}.yaml").is_file():
+                raise InputError(f"no {SUM_TASK}.yaml in {tasks_dir} (written by `python -m methods.lfq export-tasks`)")
+            include = str(tasks_dir)
         for d in [fp_dir, *model_dirs]:
             model = fp if d == fp_dir else load_model(d)[0]
             gen = fp_gen if d == fp_dir else greedy(model, tok, prompts, n_new, cfg.batch_size)

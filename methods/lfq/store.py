@@ -40,15 +40,16 @@ def save_quantized(model, tokenizer, records: dict, out_dir, bits: int, group_si
 
 def load_records(model_dir) -> tuple[dict, int, int]:
     """(records name → (codes, h16, z), bits, group_size) from a quantized model directory."""
-    from safetensors import safe_open
+    from methods.core.safeload import load_safetensors
 
     path = Path(model_dir) / PACKED
     if not path.is_file():
         raise InputError(f"not a quantized model directory (no {PACKED}): {model_dir}")
-    with safe_open(str(path), "pt") as f:
-        meta = f.metadata()
+    tensors, meta = load_safetensors(path, metadata=True)
+    try:
         bits, group = int(meta["bits"]), int(meta["group_size"])
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except (KeyError, ValueError):
+        raise InputError(f"{path}: header metadata lacks integer 'bits' and 'group_size'") from None
     records = {}
     for key in tensors:
         if key.endswith(".qweight"):

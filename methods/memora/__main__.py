@@ -69,7 +69,8 @@ def _aggregate(a):
 def build_parser():
     p, sub = cli.subcommands("memora", __doc__.splitlines()[0])
     step = functools.partial(cli.config_step, sub)
-    step("data", _data, "generate LoCoMo-lite (or load LoCoMo / LongMemEval)", "out")
+    s = step("data", _data, "generate LoCoMo-lite (or load LoCoMo / LongMemEval)", "out")
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     step("embed", _embed, "embedding cache of every text known up front", "data", "out")
     s = step("build", _build, "build one store (rag, factstore, memora, memora_noanchor)", "data", "emb", "out")
     s.add_argument("--store", required=True)

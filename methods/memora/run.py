@@ -10,6 +10,7 @@ import numpy as np
 
 from methods.core.config import from_dict
 from methods.core.results import InputError, read_json, read_jsonl, write_json, write_jsonl, write_text
+from methods.core.safeload import load_npz
 
 from . import memory, metrics, synth
 from .config import BuildConfig, Config, DataConfig, LLMConfig, PolicyConfig
@@ -122,8 +123,8 @@ def step_embed(cfg: dict, data: str, out: str) -> dict:
 
 
 def load_cache(path: str, embedder: str) -> memory.EmbeddingCache:
-    with np.load(path, allow_pickle=False) as z:   # texts as a fixed-width unicode array
-        texts, vecs = [str(t) for t in z["texts"]], z["vecs"]
+    z = load_npz(path, keys=("texts", "vecs"))   # texts as a fixed-width unicode array
+    texts, vecs = [str(t) for t in z["texts"]], z["vecs"]
     return memory.EmbeddingCache(texts, vecs, fallback=memory.make_embedder(embedder))
 
 

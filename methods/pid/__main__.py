@@ -30,15 +30,14 @@ def _save_npz(path, tree: dict):
 
 
 def _load_npz(path) -> dict:
-    import numpy as np
+    from methods.core.safeload import load_npz
 
-    if not Path(path).is_file():
-        raise InputError(f"missing input file: {path}")
     out: dict = {}
-    with np.load(path, allow_pickle=False) as z:
-        for k in z.files:
-            a, b = k.split("/", 1)
-            out.setdefault(a, {})[b] = z[k]
+    for k, v in load_npz(path).items():
+        if "/" not in k:
+            raise InputError(f"npz file {path}: array {k!r} is not named '<group>/<name>'")
+        a, b = k.split("/", 1)
+        out.setdefault(a, {})[b] = v
     return out
 
 
@@ -138,7 +137,8 @@ def _train(a):
 
 def _decide(a):
     import numpy as np
-    import torch
+
+    from methods.core.safeload import load_pt
 
     from .run import decisions, load
 
@@ -152,7 +152,7 @@ def _decide(a):
     for path in a.models:
         mix = Path(path).stem
         omni = mix == "omni"
-        states = torch.load(path, weights_only=True)
+        states = load_pt(path, keys=())   # {checkpoint: state_dict}
         for ck, st in states.items():
             d = decisions(cfg, load(cfg, st, omni), data["av_profile" if omni else "profile"],
                           data["av_test" if omni else "test"], omni)
@@ -190,6 +190,8 @@ def _reweight(a):
     import numpy as np
     import torch
 
+    from methods.core.safeload import load_pt
+
     from .run import PIDConfig, ReweightConfig, TrainConfig, finetune, pid_scores, weights_from
 
     cli.set_threads(a.threads)
@@ -203,7 +205,7 @@ def _reweight(a):
     path = next((p for p in a.models if Path(p).stem == mix), None)
     if path is None:
         raise InputError(f"reweight: base '{rc.base}' names no trained mix")
-    states = torch.load(path, weights_only=True)
+    states = load_pt(path, keys=())
     if ck not in states:
         raise InputError(f"reweight: base '{rc.base}': no checkpoint '{ck}'")
     data = _load_npz(a.data)

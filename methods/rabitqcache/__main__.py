@@ -87,7 +87,8 @@ def _report(a):
 def build_parser():
     p, sub = cli.subcommands("rabitqcache", __doc__.splitlines()[0])
     step = functools.partial(cli.config_step, sub)
-    step("data", _data, "generate passkey / multi-key retrieval texts and the word tokenizer", "out")
+    s = step("data", _data, "generate passkey / multi-key retrieval texts and the word tokenizer", "out")
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     step("train", _train, "train (paper scale: fetch) the model", "data", "out", threads=True)
     step("capture", _capture, "decode-time post-RoPE q/K/V and dense probabilities", "model", "data", "out",
          threads=True)

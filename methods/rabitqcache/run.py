@@ -123,15 +123,14 @@ def save_capture(cap: dict, path) -> None:
 
 
 def load_capture(path) -> dict:
-    import numpy as np
+    from methods.core.safeload import load_npz
 
-    if not Path(path).is_file():
-        raise InputError(f"missing capture file: {path}")
     cap: dict[int, dict] = {}
-    with np.load(path) as z:
-        for name in z.files:
-            layer, key = name[1:].split("_", 1)
-            cap.setdefault(int(layer), {})[key] = torch.from_numpy(z[name])
+    for name, arr in load_npz(path).items():
+        layer, sep, key = name[1:].partition("_")
+        if not (name.startswith("l") and layer.isdigit() and sep):
+            raise InputError(f"capture file {path}: array {name!r} is not named 'l<layer>_<key>'")
+        cap.setdefault(int(layer), {})[key] = torch.from_numpy(arr)
     return cap
 
 

@@ -110,7 +110,8 @@ def build_parser():
     p, sub = cli.subcommands("remoe", __doc__.splitlines()[0])
     step = functools.partial(cli.config_step, sub)
     step("data", _data, "generate the domain-switching corpus", "out")
-    step("hub_data", _hub_data, "paper scale: train / held-out conversations of hub.train_dataset", "out")
+    s = step("hub_data", _hub_data, "paper scale: train / held-out conversations of hub.train_dataset", "out")
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     step("pretrain", _pretrain, "pre-train the tiny MoE-Llama", "data", "out", "log_json", threads=True)
     step("finetune", _finetune, "gate-only fine-tune one variant", "base", "data", "out", "log_json",
          threads=True)

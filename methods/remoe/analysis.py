@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from methods.core.results import InputError
+from methods.core.safeload import load_npz
 from methods.remoe.config import AnalysisConfig
 
 from . import cache as C
@@ -17,8 +18,7 @@ from . import cache as C
 def load_traces(trace_dir: str | Path) -> dict:
     out = {}
     for p in sorted(Path(trace_dir).glob("*.npz")):
-        with np.load(p) as z:
-            out[p.stem] = {k: z[k] for k in z.files}
+        out[p.stem] = load_npz(p, keys=("topk", "n_experts", "ppl"))
     if not out:
         raise InputError(f"no traces in {trace_dir}")
     return out

@@ -95,8 +95,6 @@ def build(cfg: DataConfig, out: str | Path) -> dict:
 
 
 def load(path: str | Path) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"missing corpus file: {p}")
-    with np.load(p) as z:
-        return {k: z[k] for k in z.files}
+    from methods.core.safeload import load_npz
+
+    return load_npz(path, keys=("vocab", "train_ids", "train_dom", "eval_ids", "eval_dom"))

@@ -213,12 +213,11 @@ def save_gates(path: str | Path, hub_id: str, tap: RouterTap, meta: dict) -> Non
 
 
 def read_gates(path: str | Path) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"missing checkpoint: {p}")
-    obj = torch.load(p, map_location="cpu", weights_only=True)
+    from methods.core.safeload import load_pt
+
+    obj = load_pt(path, keys=())
     if "hub_id" not in obj:
-        raise InputError(f"{p} is not a paper-scale gate file (no hub_id)")
+        raise InputError(f"{path} is not a paper-scale gate file (no hub_id)")
     return obj
 
 

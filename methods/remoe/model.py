@@ -102,10 +102,9 @@ def save(model, m: ModelConfig, moe: MoEConfig, vocab_size: int, path: str | Pat
 
 
 def load(path: str | Path):
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"missing checkpoint: {p}")
-    obj = torch.load(p, map_location="cpu", weights_only=True)
+    from methods.core.safeload import load_pt
+
+    obj = load_pt(path, keys=("model", "moe", "vocab_size", "state", "meta"))
     m, moe = ModelConfig(**obj["model"]), MoEConfig(**obj["moe"])
     model = build(m, moe, obj["vocab_size"], 0)
     model.load_state_dict(obj["state"])

@@ -125,7 +125,8 @@ def _aggregate(a):
 def build_parser():
     p, sub = cli.subcommands("rl_sgd", __doc__.splitlines()[0])
     step = functools.partial(cli.config_step, sub)
-    step("prompts", _prompts, "train / RL / held-out prompt pairs of both tasks", "out")
+    s = step("prompts", _prompts, "train / RL / held-out prompt pairs of both tasks", "out")
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     s = step("warmstart", _warmstart, "the base of one width (tiny: AdamW SFT warm start, bf16-rounded) or of "
              "one hub model (bf16, scored)", "data", "out", threads=True)
     s.add_argument("--base_key", required=True, help="d<width> (tiny) or m<index of hub.models> (hub path)")

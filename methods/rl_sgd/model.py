@@ -19,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from methods.core.nn import RMSNorm
-from methods.core.results import InputError, atomic_path
+from methods.core.results import InputError, atomic_path, read_json
 
 NORM_EPS = 1e-5        # the RMSNorm ε of every norm of the tiny LM
 ROPE_THETA = 10000.0   # Llama's default rotary base
@@ -177,16 +177,15 @@ def save(model, out_dir: str | Path, extra: dict | None = None) -> None:
 
 
 def load(path: str | Path) -> TinyLM:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
+    from methods.core.safeload import load_safetensors
 
     p = Path(path)
     if not (p / "config.json").is_file() or not (p / "model.safetensors").is_file():
         raise InputError(f"not a rl_sgd model directory (config.json + model.safetensors): {p}")
     try:
-        hf = json.loads((p / "config.json").read_text())
-        sd = load_file(str(p / "model.safetensors"))
-    except (json.JSONDecodeError, SafetensorError) as e:
+        hf = read_json(p / "config.json")
+        sd = load_safetensors(p / "model.safetensors")
+    except InputError as e:
         raise InputError(f"corrupt model directory {p}: {e}") from None
     model = TinyLM(tiny_config(hf))
     missing, unexpected = model.load_state_dict(sd, strict=False)
@@ -196,15 +195,15 @@ def load(path: str | Path) -> TinyLM:
 
 
 def state_dict_of(path: str | Path) -> dict:
-    from safetensors.torch import load_file
+    from methods.core.safeload import load_safetensors
 
     f = Path(path) / "model.safetensors"
     shards = sorted(Path(path).glob("model-*-of-*.safetensors"))
     if not f.is_file() and shards:  # a sharded `save_pretrained` directory (hub path)
         out = {}
         for s in shards:
-            out.update(load_file(str(s)))
+            out.update(load_safetensors(s))
         return out
     if not f.is_file():
         raise InputError(f"missing weights: {f}")
-    return load_file(str(f))
+    return load_safetensors(f)

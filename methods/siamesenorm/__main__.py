@@ -53,7 +53,7 @@ def _evaluate(a):
     cli.set_threads(a.threads)
     cfg = from_json(EvalConfig, a.config, "eval")
     t0 = time.perf_counter()
-    rows = evaluate_runs(cfg, a.runs, a.data)
+    rows = evaluate_runs(cfg, a.runs, a.data, a.tasks_out)
     write_metrics(a.out, {"runs": rows}, json.loads(a.config), None, time.perf_counter() - t0)
 
 
@@ -98,6 +98,7 @@ def build_parser():
 
     s = step("data", _data, "generate the arithmetic + PCFG corpus, held-out prompts and tokenizer")
     s.add_argument("--out", required=True)
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     s = step("train", _train, "train one (scheme, lr, seed) run")
     for k in ("data", "shards", "out", "checkpoint"):
         s.add_argument(f"--{k}", required=True)
@@ -112,6 +113,7 @@ def build_parser():
     s.add_argument("--runs", nargs="+", required=True)
     s.add_argument("--data", required=True)
     s.add_argument("--out", required=True)
+    s.add_argument("--tasks-out", help="folder for the lm-eval task YAMLs and their data (default: a temporary one)")
     cli.add_threads(s)
     s = step("aggregate", _aggregate, "table, claim metrics and the figure")
     s.add_argument("--runs", nargs="+", required=True)

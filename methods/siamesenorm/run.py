@@ -66,7 +66,9 @@ def train_run(cfg: RunConfig, scheme: str, lr: float, seed: int, data_dir: str |
     t0 = time.perf_counter()
     rows = train(model, lambda s: train_stream.batch(s, tcfg.batch_size, seed), tcfg,
                  eval_fn=lambda: {"val_loss": evaluate_loss(model, val_batches)}, ckpt_path=ckpt_path,
-                 log_path=log, desc=f"{scheme} lr={lr:g} seed={seed}", grad_probe=grad_probe)
+                 log_path=log, desc=f"{scheme} lr={lr:g} seed={seed}", grad_probe=grad_probe,
+                 identity={"model": asdict(cfg.model), "scheme": scheme, "hybrid_attn_norm": cfg.hybrid_attn_norm,
+                           "seq_len": cfg.seq_len, "data": [s.get("sha256") for s in train_stream.index["shards"]]})
     wall = time.perf_counter() - t0
     final = [r for r in rows if "val_loss" in r][-1]["val_loss"]
     norms = next(r["layer_grad_norms"] for r in rows if "layer_grad_norms" in r)

@@ -1,10 +1,14 @@
 """Training-step time of each norm scheme, measured side by side (claim C4).
 
 All schemes are built at the same size with the same batch and timed interleaved in one
-process: round r times one AdamW step (forward, backward, update) of every scheme in turn,
-so a slow moment of the machine hits every scheme alike. The result is the median over
-rounds per scheme and its ratio to Pre-Norm. `benchmarks/siamesenorm.py` calls the same
-function at larger widths.
+process: round r times one AdamW step (forward, backward, update) of every scheme in turn (the
+order reversed every other round, so no scheme always runs first), so a slow moment of the
+machine hits every scheme alike. Per scheme: the median ms per step; and against Pre-Norm the
+ratio of the two steps *of the same round*, whose median over rounds is the reported ratio,
+with a 95% percentile-bootstrap interval of that median over rounds (scipy.stats.bootstrap).
+A claim on the ratio is decided by the interval (`methods.core.claims`): inconclusive when it
+straddles the threshold, as it does when load on the machine makes the ratio wander.
+`benchmarks/siamesenorm.py` calls the same function at larger widths.
 """
 from __future__ import annotations
 
@@ -30,10 +34,11 @@ class StepTimeConfig(StepTimeSection):
     seq_len: PosInt
 
 
-def time_schemes(cfg: StepTimeConfig, device: str | None = None) -> dict:
-    """Median step time per scheme. The models run on `device`, by default the active runtime's
-    (the GPU of a paper-scale job), with the trainer's precision policy: fp32 master weights
-    and the forward under autocast to the compute dtype (a no-op in fp32)."""
+def time_schemes(cfg: StepTimeConfig, device: str | None = None, clock=time.perf_counter) -> dict:
+    """Median step time per scheme, and per-round ratios to Pre-Norm (see the module). The models
+    run on `device`, by default the active runtime's (the GPU of a paper-scale job), with the
+    trainer's precision policy: fp32 master weights and the forward under autocast to the
+    compute dtype (a no-op in fp32). `clock`: seconds (a test passes its own)."""
     import torch
 
     from methods.core.runtime import current
@@ -64,13 +69,39 @@ def time_schemes(cfg: StepTimeConfig, device: str | None = None) -> dict:
 
     times = {s: [] for s in cfg.schemes}
     for r in range(cfg.warmup + cfg.rounds):
-        for s, (model, opt) in runs.items():
-            t0 = time.perf_counter()
-            step(model, opt)
+        for s in (cfg.schemes if r % 2 == 0 else cfg.schemes[::-1]):
+            t0 = clock()
+            step(*runs[s])
+            dt = clock() - t0
             if r >= cfg.warmup:
-                times[s].append(time.perf_counter() - t0)
+                times[s].append(dt)
     ms = {s: 1000 * statistics.median(t) for s, t in times.items()}
-    base = ms.get("pre")
-    return {"ms_per_step": ms, "ratio_vs_pre": {s: v / base for s, v in ms.items()} if base else {},
-            "n_params": {s: sum(p.numel() for p in runs[s][0].parameters()) for s in cfg.schemes},
-            "tokens_per_step": cfg.batch_size * cfg.seq_len, "rounds": cfg.rounds}
+    out = {"ms_per_step": ms, "ratio_vs_pre": {}, "ratio_interval": {}, "ratios_by_round": {},
+           "n_params": {s: sum(p.numel() for p in runs[s][0].parameters()) for s in cfg.schemes},
+           "tokens_per_step": cfg.batch_size * cfg.seq_len, "rounds": cfg.rounds}
+    if "pre" in times:
+        for s, t in times.items():
+            ratios = [a / b for a, b in zip(t, times["pre"])]
+            out["ratios_by_round"][s] = ratios
+            out["ratio_vs_pre"][s] = statistics.median(ratios)
+            if len(ratios) >= 2:
+                out["ratio_interval"][s] = median_interval(ratios, seed=cfg.seed)
+    return out
+
+
+def median_interval(values, level: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> dict:
+    """Percentile-bootstrap interval of the median of `values` (the rounds are the units),
+    as `methods.core.stats.interval_record`; a single value when all are equal."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    from methods.core.stats import interval_record
+
+    x = np.asarray(values, dtype=float)
+    method = "bootstrap (median of per-round ratios)"
+    if np.ptp(x) == 0:
+        return interval_record(float(x[0]), float(x[0]), method=method, n=x.size, level=level)
+    res = bootstrap((x,), np.median, confidence_level=level, n_resamples=n_resamples, method="percentile",
+                    random_state=np.random.default_rng(seed))
+    ci = res.confidence_interval
+    return interval_record(ci.low, ci.high, method=method, n=x.size, level=level)

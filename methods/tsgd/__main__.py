@@ -75,7 +75,8 @@ def _aggregate(a):
 def build_parser():
     p, sub = cli.subcommands("tsgd", __doc__.splitlines()[0])
     step = functools.partial(cli.config_step, sub)
-    step("data", _data, "MATH-lite (tiny) or MATH/AIME from the hub (paper): train/val/test", "out")
+    s = step("data", _data, "MATH-lite (tiny) or MATH/AIME from the hub (paper): train/val/test", "out")
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     step("baselines", _baselines, "zero-shot and append-only static RAG vs memory size",
          "data", "out", "curve")
     s = step("train", _train, "one TSGD variant: library, trace, test accuracy", "data", "out", "trace")

@@ -48,16 +48,15 @@ def _queries(a):
 
 
 def _analyze(a):
-    import pandas as pd
-
     from methods.core.results import read_jsonl
+    from methods.core.safeload import load_parquet
 
     from .analysis import figures, frontier_areas, metrics, run_all
     from .bandit import BanditConfig
 
     cfg = from_json(BanditConfig, a.config, "uniscale.bandit")
     t0 = time.perf_counter()
-    df = pd.read_parquet(a.table)
+    df = load_parquet(a.table, columns=("model",))
     for need in ("uis_linucb", "route_linucb", "tts_linucb", "random"):
         if need not in cfg.policies:
             raise InputError(f"config key 'uniscale.bandit.policies': must include {need}")
@@ -96,7 +95,8 @@ def build_parser():
     s = step("table", _table, "offline replay table: every (query, model, TTS) run", "data", "verifier", "costs",
              "out", threads=True)
     s.add_argument("--members", nargs="+", required=True)
-    step("queries", _queries, "benchmark queries (MATH-500 / AIME / AMC) from the hub", "out")
+    s = step("queries", _queries, "benchmark queries (MATH-500 / AIME / AMC) from the hub", "out")
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     step("analyze", _analyze, "bandit runs, claim metrics and figures", "table", "data", "costs", "runs",
          "summary", "fig_regret", "fig_pareto")
     return p

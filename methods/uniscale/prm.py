@@ -42,19 +42,14 @@ def _weight_files(d: Path) -> list[Path]:
 
 def read_state(d: Path) -> dict:
     """Every tensor of the checkpoint's weight files, under its own names."""
-    import torch
+    from methods.core.safeload import load_pt, load_safetensors
 
     files = _weight_files(d)
     if not files:
         raise InputError(f"no weight files (*.safetensors or pytorch_model*.bin) in {d}")
     state = {}
     for f in files:
-        if f.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            state.update(load_file(str(f)))
-        else:
-            state.update(torch.load(f, map_location="cpu", weights_only=True))
+        state.update(load_safetensors(f) if f.suffix == ".safetensors" else load_pt(f, keys=()))
     return state
 
 
@@ -63,11 +58,10 @@ def has_value_head(path_or_id: str | Path) -> bool:
     d = resolve(path_or_id)
     for f in _weight_files(d):
         if f.suffix == ".safetensors":
-            from safetensors import safe_open
+            from methods.core.safeload import safetensors_keys
 
-            with safe_open(str(f), "pt") as h:
-                if HEAD_W in h.keys():
-                    return True
+            if HEAD_W in safetensors_keys(f):
+                return True
         elif HEAD_W in read_state(d):
             return True
     return False

@@ -144,7 +144,8 @@ def _analyze(a):
 def build_parser():
     p, sub = cli.subcommands("verbalized_sampling", __doc__.splitlines()[0])
     step = functools.partial(cli.config_step, sub)
-    step("synth", _synth, "synthetic world + preference pairs with planted alpha", "out")
+    s = step("synth", _synth, "synthetic world + preference pairs with planted alpha", "out")
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     step("theory", _theory, "alpha estimator and tabular sharpening", "data", "out")
     step("pretrain", _pretrain, "pre-train the tiny base LM", "data", "out", threads=True)
     s = step("dpo", _dpo, "DPO-align the base LM", "data", "base", "out", threads=True)

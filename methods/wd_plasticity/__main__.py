@@ -117,6 +117,7 @@ def build_parser():
 
     s = step("data", _data, "generate (or load) the corpus and downstream tasks")
     s.add_argument("--out", required=True)
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     s = step("pretrain", _pretrain, "pretrain one base at weight decay λ")
     for k in ("shards", "tokenizer", "out", "checkpoint"):
         s.add_argument(f"--{k}", required=True)
@@ -132,6 +133,7 @@ def build_parser():
     s.add_argument("--data", required=True)
     s.add_argument("--tasks", nargs="+", required=True)
     s.add_argument("--out", required=True)
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     s = step("evaluate", _evaluate, "lm-eval the base and its fine-tuned models on test")
     for k in ("base", "tasks-dir", "out"):
         s.add_argument(f"--{k}", required=True)

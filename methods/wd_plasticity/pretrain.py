@@ -52,7 +52,9 @@ def pretrain(cfg: PretrainConfig, weight_decay: float, seed: int, shards_dir: st
     t0 = time.perf_counter()
     log = Path(ckpt_path).with_suffix(".log.jsonl")
     rows = train(model, lambda s: train_stream.batch(s, tcfg.batch_size, seed), tcfg, eval_fn=eval_fn,
-                 ckpt_path=ckpt_path, log_path=log, desc=f"pretrain wd={weight_decay:g} seed={seed}")
+                 ckpt_path=ckpt_path, log_path=log, desc=f"pretrain wd={weight_decay:g} seed={seed}",
+                 identity={"model": asdict(cfg.model), "seq_len": cfg.seq_len,
+                           "data": [s.get("sha256") for s in train_stream.index["shards"]]})
     wall = time.perf_counter() - t0
     final = [r for r in rows if "val_loss" in r][-1]
     summary = {"weight_decay": weight_decay, "seed": seed, "steps": tcfg.steps,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -116,6 +117,10 @@ def papers(tmp_path):
         HEADER + bench_row(10.5, 100.0) + bench_row(12.25, 150.5))
     (a / "benchmarks" / "train__tiny_1.tsv").write_text(HEADER + bench_row(7.0, "NA"))
     (a / "benchmarks" / "eval.tsv").write_text(HEADER + bench_row(3.125, 42.0))
+    # End times (mtimes) so that the jobs' intervals are fixed: [977.25, 1000], [1003, 1010],
+    # [998.875, 1002] → union 24.75 + 7 = 31.75 s, first start to last end 32.75 s.
+    for name, end in (("train__tiny_0.tsv", 1000.0), ("train__tiny_1.tsv", 1010.0), ("eval.tsv", 1002.0)):
+        os.utime(a / "benchmarks" / name, (end, end))
     b = write_paper(tmp_path, "paper_b", [claim("B1", "reproduced", measured=3, kind="sanity")])
     (b / "benchmarks" / "plot__tiny.tsv").write_text(HEADER + bench_row("NA", "NA"))
     return tmp_path, a, b
@@ -139,11 +144,17 @@ def test_report_contents(papers, capsys):
     # Summary per kind (headline: reproduced / checkable, not reproduced, inconclusive; mechanism:
     # reproduced / checkable, inconclusive; sanity: passed / checkable), not checked, and the sum of
     # every benchmark row's wall time; then a totals row.
-    summary = {r[0]: r[1:] for r in t.tables["summary"][0] if r[0] in ("paper_a", "paper_b", "total")}
+    # every benchmark row's wall time, the wall time with a job running (union of the jobs'
+    # intervals); then a totals row. Papers by title, slug in brackets.
+    summary = {r[0]: r[1:] for r in t.tables["summary"][0][2:]}
     # paper_b's only benchmark row is all NA: a dash, not a made-up 0.
-    assert summary == {"paper_a": ["1 / 2", "1", "0", "0 / 1", "1", "0 / 0", "1", "32.88"],
-                       "paper_b": ["0 / 0", "0", "0", "0 / 0", "0", "1 / 1", "0", "—"],
-                       "total": ["1 / 2", "1", "0", "0 / 1", "1", "1 / 1", "1", "32.88"]}
+    assert summary == {"Title of paper_a (paper_a)": ["1 / 2", "1", "0", "0 / 1", "1", "0 / 0", "1", "4",
+                                                      "32.88", "31.75"],
+                       "Title of paper_b (paper_b)": ["0 / 0", "0", "0", "0 / 0", "0", "1 / 1", "0", "1",
+                                                      "—", "—"],
+                       "total (2 papers)": ["1 / 2", "1", "0", "0 / 1", "1", "1 / 1", "1", "5", "32.88",
+                                            "31.75"]}
+    assert "First job start to last job end:\n32.75 s." in html
 
     # Every claim, failing ones included, with its kind and verdict, headline first; values
     # formatted for humans, the interval next to the value, guards next to the check.
@@ -174,11 +185,15 @@ def test_report_contents(papers, capsys):
     assert base64.b64decode(img["src"][len(prefix):]) == PNG_1x1
     assert "Loss &lt;vs&gt; step" in html
 
-    # Provenance.
+    # Provenance, once: what the papers share; then seed and config hash per paper (without a
+    # scale config: as the summary step recorded them).
     prov = {r[0]: r[1] for r in t.tables["provenance"][0]}
-    assert prov["git sha"] == "abc123def (dirty: yes)"
-    assert prov["config hash"] == "cafef00d12345678"
+    assert prov["git sha"] == "abc123def (dirty: yes)" and prov["machine"] == "h"
     assert prov["numpy"] == "2.4.6" and prov["torch"] == "—"
+    assert prov["results written (UTC)"] == "2026-01-01T00:00:00Z to 2026-01-01T00:00:00Z"
+    assert t.tables["paper-provenance"][0][1:] == [
+        ["paper_a", "seed=0", "cafef00d12345678", "2026-01-01T00:00:00Z"],
+        ["paper_b", "seed=0", "cafef00d12345678", "2026-01-01T00:00:00Z"]]
 
 
 def test_special_characters_escaped(papers, capsys):

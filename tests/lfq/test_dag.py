@@ -17,7 +17,8 @@ def test_dry_run_job_counts(scale, tmp_path):
     bases = {v.split("-")[0] for v in sec["variants"]}
     assert counts == {
         "lfq_data": 1, "lfq_train_fp": 1, "lfq_calibrate": 1, "lfq_quantize": len(bases) * n_set,
-        "lfq_final": len(finals) * n_set, "lfq_evaluate": n_set, "lfq_report": 1, "claims": 1}
+        "lfq_final": len(finals) * n_set, "lfq_lm_eval_tasks": 1, "lfq_evaluate": n_set, "lfq_report": 1,
+        "claims": 1}
     if scale == "tiny":  # W3g32 and W2g32; RTN, GPTQ, OmniQuant; LFQ + ablation
         assert n_set == 2 and len(bases) == 3 and len(finals) == 3
 

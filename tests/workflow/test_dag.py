@@ -27,6 +27,7 @@ def test_dry_run_every_scale(scale, n_pretrain, tmp_path):
     assert counts["wd_plasticity_probes"] == counts["wd_plasticity_evaluate"] == n_pretrain
     assert counts["wd_plasticity_finetune"] == n_pretrain * 2  # one per base × task (the LR grid runs inside)
     assert counts["claims"] == len(enabled_papers())  # one claims table per enabled paper
+    assert counts["claims_table"] == len(enabled_papers())  # its page for `snakemake --report`
     assert counts["report"] == counts["all"] == 1
 
 
@@ -145,7 +146,8 @@ def test_envs_match_pins():
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     for env in ("cpu", "cuda"):
         pinned = re.findall(r'^    - "(.+)"$', (ROOT / "envs" / f"{env}.yaml").read_text(), re.M)
-        assert pinned == deps, env
+        # the CUDA env's torch is the same version with the CUDA build's local label (+cuXYZ)
+        assert [re.sub(r"^(torch==[^+]+)\+cu[0-9]+$", r"\1", d) if env == "cuda" else d for d in pinned] == deps, env
 
 
 def paper_jobs(tmp_path) -> list[dict]:
@@ -279,7 +281,7 @@ def test_rule_names_carry_their_papers_slug():
     for name, text in files.items():
         rules = re.findall(r"^rule (\w+):", text, re.M)
         if name in shared:
-            assert set(rules) <= {"claims", "report"}, name
+            assert set(rules) <= {"claims", "claims_table", "report"}, name
         else:
             assert rules and all(r.startswith(f"{name}_") for r in rules), (name, rules)
     for f in (ROOT / "workflow" / "rules" / "helpers").glob("*.smk"):

@@ -90,7 +90,8 @@ def test_code_edit_reruns_only_dependent_steps(smoke_run):
         os.utime(path, (st.st_atime, time.time() + 5))
         out = snakemake("-n", "--quiet", "rules", config=smoke_run["config"])
         assert job_counts(out.stdout) == {"wd_plasticity_probes": 4, "wd_plasticity_aggregate": 1,
-                                          "wd_plasticity_figure": 1, "claims": 1, "report": 1, "all": 1}
+                                          "wd_plasticity_figure": 1, "claims": 1, "claims_table": 1,
+                                          "report": 1, "all": 1}
     finally:
         path.write_text(text)
         os.utime(path, (st.st_atime, st.st_mtime))
@@ -103,8 +104,8 @@ def test_code_edit_reruns_only_dependent_steps(smoke_run):
     assert text.count(old) == 1   # wd_plasticity's analysis section only
     (scales / "smoke.yaml").write_text(text.replace(old, old.replace("bootstrap: 200", "bootstrap: 300")))
     out = snakemake("-n", "--quiet", "rules", config={**smoke_run["config"], "scales_dir": scales})
-    assert job_counts(out.stdout) == {"wd_plasticity_aggregate": 1, "wd_plasticity_figure": 1, "claims": 1, "report": 1,
-                                      "all": 1}
+    assert job_counts(out.stdout) == {"wd_plasticity_aggregate": 1, "wd_plasticity_figure": 1, "claims": 1,
+                                      "claims_table": 1, "report": 1, "all": 1}
 
 
 def test_snakemake_report(smoke_run, tmp_path):

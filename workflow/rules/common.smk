@@ -15,7 +15,7 @@ from snakemake.logging import logger
 from snakemake.utils import validate
 
 from methods.core import registry
-from methods.core.config import check_scale
+from methods.core.config import check_scale, load_yaml
 from methods.core.results import InputError
 
 
@@ -42,12 +42,8 @@ check_config(config, "config/schema.yaml", "config/config.yaml or --config")
 SCALES = {}
 for _scale in ("smoke", "tiny", "paper"):
     _path = f"{config['scales_dir']}/{_scale}.yaml"
-    try:
-        with open(_path) as _f:
-            SCALES[_scale] = yaml.safe_load(_f)
-    except (OSError, yaml.YAMLError) as _e:
-        raise WorkflowError(f"cannot read scale config {_path}: {_e}")
-    try:
+    try:  # a YAML error: one line <file>:<line>: <problem>
+        SCALES[_scale] = load_yaml(_path)
         check_scale(SCALES[_scale], REGISTERED, _path, root=workflow.basedir)
     except InputError as _e:
         raise WorkflowError(str(_e))

@@ -115,12 +115,33 @@ rule lfq_final:
         "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
+rule lfq_lm_eval_tasks:
+    """The exported lm-eval task (smoke: the running sums) next to its data, which
+    `lm_eval --include_path` reruns; an empty folder where lm-eval's registered tasks are used."""
+    input:
+        data=f"{LFQ_DIR}/data",
+        base=f"{LFQ_DIR}/models/fp",
+        code=code("lfq", "export-tasks"),
+    output:
+        directory(f"{LFQ_DIR}/lm_eval_tasks"),
+    log:
+        f"{LFQ_DIR}/logs/lm_eval_tasks.log",
+    benchmark:
+        f"{LFQ_DIR}/benchmarks/lfq_lm_eval_tasks.tsv"
+    params:
+        cfg=lambda wc: as_json(hp(wc.scale, "lfq", "eval")),
+    shell:
+        "python -m methods.lfq export-tasks --config {params.cfg:q} --data {input.data:q} --base {input.base:q} "
+        "--out {output:q} > {log:q} 2>&1"
+
+
 rule lfq_evaluate:
     """PPL, KL to the FP logits, top-1 agreement, greedy EM by length (+ lm-eval) of one setting."""
     input:
         fp=f"{LFQ_DIR}/models/fp",
         models=lambda wc: lfq_models(wc.scale, wc.qcfg),
         data=f"{LFQ_DIR}/data",
+        tasks=f"{LFQ_DIR}/lm_eval_tasks",
         code=code("lfq", "evaluate"),
     output:
         f"{LFQ_DIR}/eval/{{qcfg}}.json",
@@ -137,7 +158,7 @@ rule lfq_evaluate:
         **sized(lfq_evaluate_job),
     shell:
         "python -m methods.lfq evaluate --config {params.cfg:q} --fp {input.fp:q} --models {input.models:q} "
-        "--data {input.data:q} --setting {wildcards.qcfg:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--data {input.data:q} --tasks {input.tasks:q} --setting {wildcards.qcfg:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule lfq_report:

@@ -98,7 +98,9 @@ rule siamesenorm_evaluate:
         data=f"{SIAMESENORM_DIR}/data",
         code=code("siamesenorm", "evaluate"),
     output:
-        f"{SIAMESENORM_DIR}/eval.json",
+        eval=f"{SIAMESENORM_DIR}/eval.json",
+        # the task YAMLs next to their data: `lm_eval --include_path` on it reruns the evaluation
+        tasks=directory(f"{SIAMESENORM_DIR}/lm_eval_tasks"),
     log:
         f"{SIAMESENORM_DIR}/logs/evaluate.log",
     benchmark:
@@ -110,7 +112,8 @@ rule siamesenorm_evaluate:
         **sized(siamesenorm_evaluate_job),
     shell:
         "python -m methods.siamesenorm evaluate --config {params.cfg:q} --runs {input.runs:q} "
-        "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--data {input.data:q} --out {output.eval:q} --tasks-out {output.tasks:q} --threads {threads} "
+        "--runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule siamesenorm_aggregate:

@@ -54,7 +54,8 @@ def _costs(a):
 def build_parser():
     p, sub = cli.subcommands("model_pool", __doc__.splitlines()[0])
     step = functools.partial(cli.config_step, sub)
-    step("data", _data, "generate the task mixture and the char tokenizer", "out")
+    s = step("data", _data, "generate the task mixture and the char tokenizer", "out")
+    s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     s = step("train", _train, "train one pool member", "data", "out", "member", threads=True)
     s = step("verifier", _verifier, "train the process verifier", "data", "out", threads=True)
     s.add_argument("--members", nargs="*", default=[], help="member dirs whose samples join the training set")
