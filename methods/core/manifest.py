@@ -15,6 +15,10 @@ sub-directory inside one (within `MAX_DEPTH` levels, e.g. `data/tasks/T2/train.j
 its own files. A `--data` directory without a manifest (results written before manifests
 existed) is accepted with a one-line warning on stderr, printed once the step has succeeded.
 
+A data step whose output is one file (pid's `data.npz`, remoe's `corpus.npz`, pse's
+`scenarios.jsonl`) gets a sidecar `<file>.manifest.json` of the same format listing that file
+alone; a step reading the file verifies it against the sidecar.
+
 Names starting with "." (Snakemake's `.snakemake_timestamp`, temporary files of atomic writes)
 are not listed and not checked. Hashing streams 1 MiB chunks; a consumer reads each input file
 once more than it would otherwise.
@@ -31,6 +35,7 @@ from typing import Iterable
 from .results import InputError, write_json
 
 NAME = "MANIFEST.json"
+SIDECAR = ".manifest.json"            # suffix of a single-file output's manifest: <file>.manifest.json
 FORMAT = 1
 CHUNK = 1 << 20                       # bytes per read while hashing
 LINE_SUFFIXES = (".jsonl", ".txt")     # files whose line count is recorded (rows of a JSONL file)
@@ -77,21 +82,33 @@ def describe(path: str | os.PathLike) -> dict:
     return entry
 
 
+def sidecar(path: str | os.PathLike) -> Path:
+    """The manifest file of a single-file data output."""
+    return Path(str(path) + SIDECAR)
+
+
 def write_manifest(d: str | os.PathLike) -> dict:
     """Write `d/MANIFEST.json` describing every file under `d` (call it when the directory is
-    finished: the manifest is its last file, written atomically). Returns the manifest."""
+    finished: the manifest is its last file, written atomically); for a file `d`, the sidecar
+    `d.manifest.json` describing it alone. Returns the manifest."""
     d = Path(d)
+    if d.is_file():
+        manifest = {"format": FORMAT, "generated_by": "methods.core.manifest.write_manifest",
+                    "files": {d.name: describe(d)}}
+        write_json(sidecar(d), manifest)
+        return manifest
     if not d.is_dir():
-        raise InputError(f"cannot write a manifest: {d} is not a directory")
+        raise InputError(f"cannot write a manifest: {d} is neither a file nor a directory")
     manifest = {"format": FORMAT, "generated_by": "methods.core.manifest.write_manifest",
                 "files": {rel: describe(d / rel) for rel in _listing(d)}}
     write_json(d / NAME, manifest)
     return manifest
 
 
-def read_manifest(d: str | os.PathLike) -> dict | None:
-    """The manifest of `d`, or None where it has none; a corrupt one is an InputError."""
-    f = Path(d) / NAME
+def read_manifest(d: str | os.PathLike, f: Path | None = None) -> dict | None:
+    """The manifest of directory `d` (or the manifest file `f`), or None where it has none; a
+    corrupt one is an InputError."""
+    f = Path(d) / NAME if f is None else f
     if not f.is_file():
         return None
     try:
@@ -168,6 +185,19 @@ def verify(d: str | os.PathLike, files: Iterable[str] | None = None) -> bool:
     return True
 
 
+def verify_file(path: str | os.PathLike) -> bool:
+    """Check a single-file data output against its sidecar manifest (one-line InputError when it
+    changed); False where it has none."""
+    p = Path(path)
+    m = read_manifest(p.parent, sidecar(p))
+    if m is None:
+        return False
+    problem = _problem(p.parent, p.name, m["files"].get(p.name))
+    if problem:
+        raise InputError(f"{p}: {problem}: {ADVICE}")
+    return True
+
+
 def _manifest_root(v: str) -> tuple[Path, Path] | tuple[None, None]:
     """(the directory holding the manifest that covers path `v`: `v` itself or the nearest of
     its MAX_DEPTH parents, `v` relative to it) or (None, None). The directory keeps the
@@ -198,6 +228,9 @@ def verify_inputs(args) -> list[Path]:
         for v in value if isinstance(value, (list, tuple)) else [value]:
             # a str that names an existing path (os.path.exists is False for JSON, long strings)
             if not isinstance(v, str) or not v or not os.path.exists(v):
+                continue
+            if os.path.isfile(v) and sidecar(v).is_file():
+                verify_file(v)
                 continue
             root, rel = _manifest_root(v)
             if root is None:

@@ -89,6 +89,8 @@ def read_json(path: str | os.PathLike) -> Any:
         raise InputError(f"missing input file: {path}")
     try:
         return json.loads(path.read_text())
+    except UnicodeDecodeError:
+        raise InputError(f"corrupt JSON in {path}: not UTF-8 text") from None
     except json.JSONDecodeError as e:
         raise InputError(f"corrupt JSON in {path}: {e}") from None
 
@@ -97,8 +99,12 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"missing input file: {path}")
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise InputError(f"corrupt JSONL in {path}: not UTF-8 text") from None
     rows = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:

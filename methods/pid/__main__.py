@@ -302,7 +302,8 @@ def _aggregate(a):
 def build_parser():
     p, sub = cli.subcommands("pid", __doc__.splitlines()[0])
     step = functools.partial(cli.config_step, sub)
-    step("data", _data, "generate the bimodal and tri-modal items", "out")
+    s = step("data", _data, "generate the bimodal and tri-modal items", "out")
+    s.set_defaults(writes_data="out")  # one file: cli writes its sidecar <file>.manifest.json
     s = step("train", _train, "train one fusion model under one mixture weighting", "data", "out", threads=True)
     s.add_argument("--mix", required=True)
     s = step("decide", _decide, "model decisions under calibrated masking, vision-masking intervention",

@@ -150,7 +150,8 @@ def _judge_provenance(judge_cfg: dict, agents: dict) -> dict | None:
 
 def build_parser():
     parser, sub = cli.subcommands("python -m methods.pse", __doc__.splitlines()[0])
-    cli.config_step(sub, "scenarios", _scenarios, "scenario factorial, persistence, pipelines, defences", "out")
+    s = cli.config_step(sub, "scenarios", _scenarios, "scenario factorial, persistence, pipelines, defences", "out")
+    s.set_defaults(writes_data="out")  # one file: cli writes its sidecar <file>.manifest.json
     cli.config_step(sub, "run", _run, "factorial + persistence trials of one agent", "scenarios", "out")
     cli.config_step(sub, "pipeline", _pipeline, "multi-agent pipelines", "scenarios", "out")
     s = cli.config_step(sub, "defend", _defend, "defence panel + clean controls", "scenarios", "out")

@@ -109,7 +109,8 @@ def _analyze(a):
 def build_parser():
     p, sub = cli.subcommands("remoe", __doc__.splitlines()[0])
     step = functools.partial(cli.config_step, sub)
-    step("data", _data, "generate the domain-switching corpus", "out")
+    s = step("data", _data, "generate the domain-switching corpus", "out")
+    s.set_defaults(writes_data="out")  # one file: cli writes its sidecar <file>.manifest.json
     s = step("hub_data", _hub_data, "paper scale: train / held-out conversations of hub.train_dataset", "out")
     s.set_defaults(writes_data="out")  # a data directory: cli writes its MANIFEST.json
     step("pretrain", _pretrain, "pre-train the tiny MoE-Llama", "data", "out", "log_json", threads=True)

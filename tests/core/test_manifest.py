@@ -251,3 +251,40 @@ def test_real_consumers_reject_damaged_world(world, tmp_path, case):
     assert want in lines[0] and lines[0].endswith(ADVICE), lines[0]
     assert not out.exists() and not (tmp_path / "m.json").exists()
     assert manifest.verify(world)                                               # the original is untouched
+
+
+# ---- single-file data outputs: a sidecar <file>.manifest.json ----
+def test_single_file_output_gets_a_sidecar_its_consumers_verify(tmp_path, capsys):
+    f, out = tmp_path / "scenarios.jsonl", tmp_path / "o.txt"
+
+    def produce(a):
+        Path(a.out).write_text("".join(json.dumps({"id": i}) + "\n" for i in range(40)))
+
+    assert cli.main(_parser(produce), ["data", "--out", str(f)]) == 0
+    side = manifest.sidecar(f)
+    want = hashlib.sha256(f.read_bytes()).hexdigest()
+    assert json.loads(side.read_text())["files"] == {"scenarios.jsonl": {"bytes": f.stat().st_size,
+                                                                         "sha256": want, "lines": 40}}
+    assert manifest.verify_file(f)
+    assert cli.main(_parser(produce), ["use", "--data", str(f), "--out", str(out)]) == 0
+    out.unlink()
+    f.write_text("".join(f.read_text().splitlines(keepends=True)[:10]))   # cut at a line boundary
+    capsys.readouterr()
+    assert cli.main(_parser(produce), ["use", "--data", str(f), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"toy use: error: {f}: 10 rows, manifest says 40 (sha256 differs): {ADVICE}"]
+    assert not out.exists()
+    side.unlink()                                # older results without a sidecar: accepted
+    assert manifest.verify_file(f) is False
+    assert cli.main(_parser(produce), ["use", "--data", str(f), "--out", str(out)]) == 0
+
+
+@pytest.mark.parametrize("module", ["methods.pid.__main__", "methods.remoe.__main__", "methods.pse.__main__"])
+def test_single_file_data_steps_are_sealed(module):
+    """pid's data.npz, remoe's corpus.npz and pse's scenarios.jsonl are data steps' single-file outputs."""
+    import importlib
+
+    parser = importlib.import_module(module).build_parser()
+    step = "scenarios" if module.startswith("methods.pse") else "data"
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert sub.choices[step].get_default("writes_data") == "out"

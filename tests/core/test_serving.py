@@ -84,6 +84,24 @@ def test_read_address_waits_for_ready(tmp_path):
     assert addr["base_url"] == "http://127.0.0.1:1/v1" and time.monotonic() - t0 >= 0.35
 
 
+def test_waiting_consumer_stops_when_its_job_is_gone(tmp_path):
+    """A consumer waiting for an address file that will never appear (its job group was killed,
+    the server with it) stops as soon as its parent, the job's shell, is gone: it does not wait
+    out its hour. The shell starts the waiter in the background, prints its pid and exits."""
+    waiter = (f"from methods.core.serving import read_address; "
+              f"read_address({str(tmp_path / 'never.json')!r}, wait_s=600, poll_s=0.05)")
+    err = tmp_path / "waiter.err"
+    sh = subprocess.run(["sh", "-c", f'{sys.executable} -c "$0" 2>{err} & echo $!; sleep 0.5', waiter],
+                        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    pid = int(sh.stdout.split()[0])
+    deadline = time.monotonic() + 30   # python start-up + one poll after the shell exits
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid)
+    lines = [l for l in err.read_text().splitlines() if l.strip()]
+    assert lines and "the job that started this step is gone" in lines[-1], lines
+
+
 @pytest.mark.parametrize("content, words", [
     (None, "did not appear after 0.3 s"),
     ({"status": "starting"}, "still says the server is starting"),

@@ -98,3 +98,13 @@ def test_claims_cli_writes_strict_json(tmp_path):
     assert out.returncode == 0, out.stderr
     table = strict_loads((tmp_path / "claims.json").read_text())
     assert [r["verdict"] for r in table["claims"]] == ["not_checked"] * 5 + ["reproduced"]
+
+
+@pytest.mark.parametrize("reader", ["read_json", "read_jsonl"])
+def test_binary_garbage_is_a_one_line_input_error(tmp_path, reader):
+    from methods.core import results
+
+    f = tmp_path / "x.json"
+    f.write_bytes(b"\xff\xfe\x00garbage\x80")
+    with pytest.raises(results.InputError, match=r"corrupt JSONL? in .*x\.json: not UTF-8 text"):
+        getattr(results, reader)(f)

@@ -15,7 +15,7 @@ each paper's paper-scale DAG runs end to end on a CPU with no network.
   lm-eval tasks only it needs). A paper has a stand-in paper path exactly when it has an
   overlay file. A shared part of methods/core with a section of its own (the model pool,
   `overlays/model_pool.yaml`) is shrunk whenever it has an overlay. The result must still
-  validate against `config/scale.schema.yaml`.
+  validate against the scale schema (`methods.core.config.scale_schema`).
 
     python -m tests.paper_path.standins --out build/standins      # build, then print the
                                                                   # snakemake command to run

@@ -60,6 +60,20 @@ def servers(results: Path, paper: str) -> dict[str, tuple[int, int, str]]:
     return out
 
 
+def run_processes(results: Path) -> list[str]:
+    """Command lines of live processes that name this run's results directory."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and alive(int(d.name)):
+            try:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(results) in cmd and "pytest" not in cmd:
+                out.append(f"{d.name}: {cmd[:200]}")
+    return out
+
+
 def gone(pid: int, within_s: float = 20) -> bool:
     deadline = time.monotonic() + within_s
     while alive(pid) and time.monotonic() < deadline:
@@ -128,6 +142,11 @@ def test_failed_consumer_takes_its_server_down(standins, tmp_path):
     server, wrapper, log = srv["llama-3.1-8b"]
     assert "ready at" in log, log
     assert gone(server) and gone(wrapper)
+    # nor is any other step of the run left behind (a consumer waiting for a server that is gone)
+    left = time.monotonic() + 30
+    while (procs := run_processes(results)) and time.monotonic() < left:
+        time.sleep(0.2)
+    assert not procs, procs
     assert not (results / "paper" / "pse" / "transcripts" / "runs" / "llama-3.1-8b.jsonl").exists()
     assert not (results / "paper" / "pse" / "summary.json").exists()
     failed = [p for p in (results / "paper" / "pse" / "logs").rglob("*.log") if "LLM endpoint" in p.read_text()]

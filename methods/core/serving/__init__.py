@@ -25,6 +25,7 @@ not come up (so consumers fail at once with that line instead of waiting). Torch
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -106,9 +107,12 @@ def resolve_spec(spec: dict, address_file: str | Path | None) -> dict:
 def read_address(path: str | Path, wait_s: float = 3600.0, poll_s: float = 0.2) -> dict:
     """The published address of a served model, waiting up to `wait_s` for the file to appear
     (the server and its consumers start together in one job group). InputError (one line) if it
-    does not appear, is malformed, or says the server failed."""
+    does not appear, is malformed, or says the server failed; also, at once, if this process's
+    parent (the job's shell) is gone while it waits: Snakemake stopped the job (its group
+    failed), and a consumer must not outlive it waiting for a server that will not come."""
     path = Path(path)
     deadline = time.monotonic() + wait_s
+    parent = os.getppid()
     while True:
         try:
             addr, err = json.loads(path.read_text()), None
@@ -123,6 +127,9 @@ def read_address(path: str | Path, wait_s: float = 3600.0, poll_s: float = 0.2) 
         if time.monotonic() >= deadline:
             raise InputError(f"served model address {path} {err} after {wait_s:g} s "
                              "(see the log of its serving_serve job)")
+        if os.getppid() != parent:
+            raise InputError(f"stopped waiting for served model address {path}: the job that "
+                             "started this step is gone")
         time.sleep(poll_s)
     if not isinstance(addr, dict):
         raise InputError(f"corrupt served model address {path}: expected a JSON object")
