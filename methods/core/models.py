@@ -134,6 +134,7 @@ def load_model(path: str | Path, dtype=None, attn_implementation: str | None = N
     active runtime's device (`runtime.current()`), in its inference dtype, or in its training
     dtype (fp32 master weights under the default policy) when `training`. An explicit `dtype`
     wins. Weights load straight onto the GPU (no full CPU copy of a large model)."""
+    from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from .runtime import current
@@ -150,7 +151,7 @@ def load_model(path: str | Path, dtype=None, attn_implementation: str | None = N
         model = AutoModelForCausalLM.from_pretrained(
             str(path), dtype=dtype or rt.weight_dtype(training), use_safetensors=True, **kw)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
-    except (OSError, ValueError, __import__("safetensors").SafetensorError) as e:  # truncated/corrupt weights too
+    except (OSError, ValueError, SafetensorError) as e:  # truncated/corrupt weights too
         raise InputError(f"cannot load model {path}: {str(e).splitlines()[0]}") from None
     model.eval()
     return model, tokenizer
