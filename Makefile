@@ -58,10 +58,11 @@ paper-standin: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(PY) -m pytest -m paper_path tests/paper_path -rA
 
 # the workflow (snakemake's linter) and the Python (ruff: pyflakes, import order, a complexity cap;
-# settings in pyproject.toml)
+# settings in pyproject.toml) and the rule files' format (snakefmt, [tool.snakefmt])
 lint: install
 	snakemake --lint
 	ruff check .
+	snakefmt --check Snakefile workflow/
 
 dryrun: install
 	for s in smoke tiny paper; do snakemake -n --quiet rules --config scale=$$s || exit 1; done

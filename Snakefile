@@ -43,6 +43,7 @@ include: "workflow/rules/sizes.smk"
 
 # shared parts of methods/core with rules of their own (the model pool), then every registered paper
 for _rules in [*registry.core_parts(workflow.basedir), *REGISTERED]:
+
     include: f"workflow/rules/{_rules}.smk"
 
 

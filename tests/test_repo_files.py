@@ -1,9 +1,12 @@
 """Repository files that users and the Snakemake workflow catalog read: the catalog's settings
-file, the license, the configuration guide (config/README.md) and the conda environments."""
+file, the license, the configuration guide (config/README.md), the conda environments and the
+rule files' snakefmt format."""
 from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -98,3 +101,11 @@ def test_readme_states_prerequisites_that_match_the_repo():
     assert "benchmarks/README.md" in section and (ROOT / "benchmarks/README.md").is_file()
     torch_cuda = re.search(r"torch==[0-9.]+\+cu[0-9]+", section).group(0)
     assert f'"{torch_cuda}"' in (ROOT / "envs/cuda.yaml").read_text()
+
+
+def test_rule_files_are_snakefmt_clean():
+    """The catalog's formatting convention: `snakefmt --check` (settings in pyproject.toml) leaves
+    the Snakefile and every rule file unchanged."""
+    snakefmt = Path(sys.executable).with_name("snakefmt")
+    p = subprocess.run([str(snakefmt), "--check", "Snakefile", "workflow/"], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]

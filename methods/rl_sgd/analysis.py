@@ -36,6 +36,44 @@ def _curve(df, width, opt):
     return sub.groupby("lr")[["acc", "bf16_changed", "fp32_changed"]].mean().reset_index().sort_values("lr")
 
 
+def _per_seed_ratios(df, width, tol) -> tuple[list[float], list[int]]:
+    """([matched ratio of each seed whose curves match], [seeds with no matchable SGD lr]) at one
+    width: `matched_ratio` on each seed's own lr curves."""
+    per_seed, unmatched = [], []
+    for sd in sorted(df[(df.width == width) & (df.optimizer == "sgd")].seed.unique()):
+        one = df[df.seed == sd]
+        r_sd, _ = matched_ratio(_curve(one, width, "sgd"), _curve(one, width, "adamw"), tol)
+        (per_seed if r_sd is not None else unmatched).append(r_sd if r_sd is not None else int(sd))
+    return per_seed, unmatched
+
+
+def _width_gap(m, intervals, inconclusive, notes, seed_ratios, small, large) -> None:
+    """R2b: mean per-seed matched ratio at the narrowest width minus the same at the widest (> 0:
+    the ratio falls with width), with a Welch 95% interval (the seeds at the two widths are
+    different models, so unpaired). Fewer than 2 matched seeds at either width, or an unmatched
+    seed, gives no interval, and the analysis declares the metric inconclusive."""
+    from scipy import stats
+
+    from methods.core.stats import interval_record
+
+    (rs, un_s), (rl, un_l) = seed_ratios[small], seed_ratios[large]
+    m["r2_ratio_small_per_seed"] = rs
+    m["r2_width_gap"] = (sum(rs) / len(rs) - sum(rl) / len(rl)) if rs and rl else None
+    notes["r2_width_gap"] = (f"per-seed matched ratio d={small}: " + ("/".join(f"{x:.3f}" for x in rs) or "none")
+                             + f"; d={large}: " + ("/".join(f"{x:.3f}" for x in rl) or "none"))
+    if m["r2_width_gap"] is None:
+        return
+    short = [f"d={w}: {len(r)} matched seed{'s' if len(r) != 1 else ''}" + (f", unmatched {u}" if u else "")
+             for w, r, u in ((small, rs, un_s), (large, rl, un_l)) if len(r) < 2 or u]
+    if short:
+        inconclusive["r2_width_gap"] = ("a width trend needs ≥ 2 matched seeds at each width for an interval ("
+                                        + "; ".join(short) + ")")
+        return
+    ci = stats.ttest_ind(rs, rl, equal_var=False).confidence_interval(0.95)
+    intervals["r2_width_gap"] = interval_record(float(ci.low), float(ci.high), method="welch_t",
+                                                n=len(rs) + len(rl))
+
+
 def matched_ratio(sgd, adamw, tol):
     """Changed-fraction ratio SGD / AdamW at matched accuracy (claim R2). For every SGD lr
     whose seed-mean accuracy lies in AdamW's accuracy range (± `tol`, then AdamW's nearest end
@@ -129,24 +167,13 @@ def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summ
                     f"{d['sgd_changed']:.3f} vs AdamW {d['adamw_changed']:.3f}" if "ratio" in d else "unmatched")
                 for d in detail)
     m["r2_ratio_small"] = ratios[small]
-    m["r2_width_trend"] = (None if ratios[large] is None or ratios[small] is None
-                           else bool(ratios[large] < ratios[small]))
-    if m["r2_width_trend"] is None:
-        notes["r2_width_trend"] = "; ".join(notes.get(f"r2_ratio_d{w}", "") for w in widths if ratios[w] is None)
-    else:
-        n_seeds = {w: df[(df.width == w) & (df.optimizer == "sgd")].seed.nunique() for w in (small, large)}
-        notes["r2_width_trend"] = (f"matched-reward ratio (seed-mean curves) d={large}: {ratios[large]:.3f} "
-                                   f"({n_seeds[large]} seeds) vs d={small}: {ratios[small]:.3f} "
-                                   f"({n_seeds[small]} seed{'s' if n_seeds[small] != 1 else ''}); no interval")
+    # R2a / R2b per seed: the same matching on each seed's own curves at one width
+    seed_ratios = {w: _per_seed_ratios(df, w, cfg.match_tol) for w in (small, large)}
+    _width_gap(m, intervals, inconclusive, notes, seed_ratios, small, large)
     # R2a at the widest width, per seed: the same matching on each seed's own curves; the metric
     # is the mean over seeds of the per-seed ratio, with a t interval over the seeds. A seed with
     # no matchable SGD lr makes the claim inconclusive (the seed-mean-curve ratio is then shown).
-    seeds_large = sorted(df[(df.width == large) & (df.optimizer == "sgd")].seed.unique())
-    per_seed, unmatched = [], []
-    for sd in seeds_large:
-        one = df[df.seed == sd]
-        r_sd, _ = matched_ratio(_curve(one, large, "sgd"), _curve(one, large, "adamw"), cfg.match_tol)
-        (per_seed if r_sd is not None else unmatched).append(r_sd if r_sd is not None else int(sd))
+    per_seed, unmatched = seed_ratios[large]
     m["r2_ratio_large_seed_mean_curves"] = ratios[large]
     m["r2_ratio_large_per_seed"] = per_seed
     m["r2_unmatched_seeds"] = unmatched

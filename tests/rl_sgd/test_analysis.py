@@ -18,7 +18,8 @@ SEEDS = [0, 1, 2]
 ACC = {(128, "adamw", 1e-5): [0.60, 0.62, 0.61], (128, "adamw", 3e-5): [0.64, 0.66, 0.62],
        (128, "sgd", 1e-3): [0.61, 0.63, 0.60], (128, "sgd", 1e-2): [0.65, 0.64, 0.66],
        (128, "adam_nomom", 1e-5): [0.58, 0.60, 0.62], (128, "adam_noadapt", 3e-3): [0.50, 0.55, 0.52],
-       (32, "adamw", 1e-5): [0.30], (32, "adamw", 3e-5): [0.34], (32, "sgd", 1e-3): [0.31], (32, "sgd", 1e-2): [0.35]}
+       (32, "adamw", 1e-5): [0.30, 0.31, 0.29], (32, "adamw", 3e-5): [0.34, 0.33, 0.36],
+       (32, "sgd", 1e-3): [0.31, 0.30, 0.33], (32, "sgd", 1e-2): [0.35, 0.32, 0.30]}
 CHG = {"adamw": {1e-5: 0.8, 3e-5: 0.9}, "sgd": {1e-3: 0.2, 1e-2: 0.4}, "adam_nomom": {1e-5: 0.8},
        "adam_noadapt": {3e-3: 0.7}}
 SFT = {"base_acc": 0.1, "seeds": {str(s): {"adamw": {"acc": 0.5}, "adam_nomom": {"acc": a}, "adam_noadapt": {"acc": b}}
@@ -56,15 +57,7 @@ def test_claim_metrics_over_seeds(tmp_path):
     assert m["r1_adamw_gain_over_base"] == pytest.approx(0.64 - 0.5)
     # R2a per seed: every SGD lr is matched in AdamW's range ± 0.02; AdamW's changed fraction is
     # interpolated linearly in accuracy; the largest ratio per seed
-    per_seed = []
-    for i in range(3):
-        a_acc = [ACC[(128, "adamw", 1e-5)][i], ACC[(128, "adamw", 3e-5)][i]]
-        order = np.argsort(a_acc)
-        xs, ys = np.asarray(a_acc)[order], np.asarray([0.8, 0.9])[order]
-        ratios = [chg / float(np.interp(ACC[(128, "sgd", lr)][i], xs, ys))
-                  for lr, chg in ((1e-3, 0.2), (1e-2, 0.4))
-                  if min(a_acc) - 0.02 <= ACC[(128, "sgd", lr)][i] <= max(a_acc) + 0.02]
-        per_seed.append(max(ratios))
+    per_seed = _hand_ratios(128)
     assert m["r2_unmatched_seeds"] == []
     assert m["r2_ratio_large_per_seed"] == pytest.approx(per_seed)
     assert m["r2_ratio_large"] == pytest.approx(np.mean(per_seed))
@@ -84,6 +77,44 @@ def test_claim_metrics_over_seeds(tmp_path):
     assert m["r5_sft_adamw_acc_min"] == pytest.approx(0.5)
     assert m["r4_state_bytes_exact"] is True
     assert m["inconclusive"] == {}
+
+
+def _hand_ratios(w):
+    out = []
+    for i in range(3):
+        a_acc = [ACC[(w, "adamw", 1e-5)][i], ACC[(w, "adamw", 3e-5)][i]]
+        order = np.argsort(a_acc)
+        xs, ys = np.asarray(a_acc)[order], np.asarray([0.8, 0.9])[order]
+        ratios = [chg / float(np.interp(ACC[(w, "sgd", lr)][i], xs, ys))
+                  for lr, chg in ((1e-3, 0.2), (1e-2, 0.4))
+                  if min(a_acc) - 0.02 <= ACC[(w, "sgd", lr)][i] <= max(a_acc) + 0.02]
+        out.append(max(ratios))
+    return out
+
+
+def test_width_gap_has_a_welch_interval(tmp_path):
+    """R2b: mean per-seed ratio at d=32 minus at d=128, with the Welch–Satterthwaite 95% interval
+    written out by hand."""
+    aggregate(CFG, _runs(), SFT, {"update_rel_diff": 1e-7}, tmp_path / "t.csv", tmp_path / "s.json",
+              tmp_path / "a.png", tmp_path / "w.png")
+    m = read_json(tmp_path / "s.json")
+    small, large = np.asarray(_hand_ratios(32)), np.asarray(_hand_ratios(128))
+    va, vb = small.var(ddof=1) / 3, large.var(ddof=1) / 3
+    dof = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 2)
+    gap, half = small.mean() - large.mean(), stats.t.ppf(0.975, dof) * np.sqrt(va + vb)
+    assert m["r2_width_gap"] == pytest.approx(gap)
+    iv = m["intervals"]["r2_width_gap"]
+    assert (iv["lo"], iv["hi"], iv["n"]) == pytest.approx((gap - half, gap + half, 6))
+
+
+def test_one_seed_at_a_width_makes_r2b_inconclusive(tmp_path):
+    runs = {k: v for k, v in _runs().items() if not (k.startswith("d32_") and not k.endswith("_s0"))}
+    aggregate(CFG, runs, SFT, {"update_rel_diff": 1e-7}, tmp_path / "t.csv", tmp_path / "s.json",
+              tmp_path / "a.png", tmp_path / "w.png")
+    m = read_json(tmp_path / "s.json")
+    assert m["r2_width_gap"] == pytest.approx(_hand_ratios(32)[0] - np.mean(_hand_ratios(128)))
+    assert "r2_width_gap" not in m["intervals"]
+    assert "d=32: 1 matched seed" in m["inconclusive"]["r2_width_gap"]
 
 
 def test_unmatched_seed_makes_r2a_inconclusive(tmp_path):

@@ -16,14 +16,15 @@ def test_dry_run_job_counts(scale, tmp_path):
     # the bases: one per width (tiny) or per hub model (paper)
     n_w, n_s = len(sec.get("widths") or sec["hub"]["models"]), len(sec["seeds"])
     grid = len(sec["grid"]["adamw"]) + len(sec["grid"]["sgd"])
-    n_grpo = grid * (n_s + n_w - 1) + len(sec["ablation"]) * n_s
+    n_all = min(n_w, 2)  # the narrowest and widest bases run every seed, the others the first
+    n_grpo = grid * (n_all * n_s + n_w - n_all) + len(sec["ablation"]) * n_s
     expect = {"rl_sgd_prompts": 1, "rl_sgd_warmstart": n_w, "rl_sgd_grpo": n_grpo, "rl_sgd_sparsity": 1,
               "rl_sgd_sft": 1, "rl_sgd_trl_check": 1, "rl_sgd_aggregate": 1, "claims": 1}
     if scale == "paper":  # the lm-eval tasks on every base and run, one job
         expect["rl_sgd_lm_eval"] = 1
     assert counts == expect
-    if scale == "tiny":  # 6 lrs × (3 seeds at d=128 + 1 at d=32) + 3 ablations × 3 seeds
-        assert n_grpo == 33
+    if scale == "tiny":  # 6 lrs × (3 seeds at d=128 + 3 at d=32) + 3 ablations × 3 seeds
+        assert n_grpo == 45
 
 
 def test_bad_key_in_section_is_named(tmp_path):

@@ -4,6 +4,8 @@
 # gradient-collective / policy-bytes probe, then
 # table, pipeline memory model, figure and claims A1–A6 (methods/agoq/).
 include: "helpers/agoq.smk"  # its config helpers and GPU job sizers
+
+
 AGOQ_DIR = f"{RESULTS}/{{scale}}/agoq"
 
 
@@ -60,12 +62,12 @@ rule agoq_train:
     wildcard_constraints:
         variant="[a-z0-9_]+",
         seed=r"\d+",
-    params:
-        runtime=runtime_of(agoq_train_job),
-        cfg=lambda wc: as_json(agoq_run_cfg(wc.scale, wc.variant, wc.seed)),
     threads: 2
     resources:
         **sized(agoq_train_job),
+    params:
+        runtime=runtime_of(agoq_train_job),
+        cfg=lambda wc: as_json(agoq_run_cfg(wc.scale, wc.variant, wc.seed)),
     shell:
         "python -m methods.agoq train --config {params.cfg:q} --data {input.data:q} --shards {input.shards:q} "
         "--out {output:q} "
@@ -84,11 +86,11 @@ rule agoq_probe:
         f"{AGOQ_DIR}/logs/probe.log",
     benchmark:
         f"{AGOQ_DIR}/benchmarks/agoq_probe.tsv"
+    resources:
+        **sized(agoq_probe_job),
     params:
         runtime=runtime_of(agoq_probe_job),
         cfg=lambda wc: as_json(agoq_probe_cfg(wc.scale)),
-    resources:
-        **sized(agoq_probe_job),
     shell:
         "python -m methods.agoq probe --config {params.cfg:q} --model {input.model:q} --shards {input.shards:q} "
         "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"

@@ -1,6 +1,8 @@
 # ASAG (arXiv 2606.15070): synthetic over-thinking traces, a tiny reasoning model, greedy decoding
 # under vanilla / NoThinking / DEER / ASAG (+ ablations), table, figure and claims (methods/asag/).
 include: "helpers/asag.smk"  # its config helpers and GPU job sizers
+
+
 ASAG_DIR = f"{RESULTS}/{{scale}}/asag"
 
 
@@ -33,11 +35,11 @@ rule asag_train:
         f"{ASAG_DIR}/logs/train.log",
     benchmark:
         f"{ASAG_DIR}/benchmarks/asag_train.tsv"
+    resources:
+        **sized(asag_train_job),
     params:
         runtime=runtime_of(asag_train_job),
         cfg=lambda wc: as_json(hp(wc.scale, "asag", "train")),
-    resources:
-        **sized(asag_train_job),
     shell:
         "python -m methods.asag train --config {params.cfg:q} --data {input.data:q} --out {output:q} "
         "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -58,12 +60,12 @@ rule asag_decode:
         f"{ASAG_DIR}/benchmarks/asag_decode__{{policy}}.tsv"
     wildcard_constraints:
         policy="[a-z0-9_]+",
+    resources:
+        **sized(asag_decode_job),
     params:
         runtime=runtime_of(asag_decode_job),
         cfg=lambda wc: as_json(hp(wc.scale, "asag", "decode")),
         paper=lambda wc: as_json(hp(wc.scale, "asag", "paper")),
-    resources:
-        **sized(asag_decode_job),
     shell:
         "python -m methods.asag decode --config {params.cfg:q} --paper {params.paper:q} --model {input.model:q} "
         "--data {input.data:q} --policy {wildcards.policy:q} --out {output:q} --threads {threads} "

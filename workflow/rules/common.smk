@@ -97,8 +97,10 @@ def code(entry, step=None):
     everything those modules import, transitively (methods/core/codeinputs.py); a sorted list
     of paths relative to the repository root."""
     if step is not None and not codeinputs.resolves(entry, step, root=workflow.basedir):
-        logger.warning(f"code({entry!r}, {step!r}): no such sub-command found in methods/{entry}/__main__.py; "
-                       "listing everything it imports")
+        logger.warning(
+            f"code({entry!r}, {step!r}): no such sub-command found in methods/{entry}/__main__.py; "
+            "listing everything it imports"
+        )
     return codeinputs.step_files(entry, step, root=workflow.basedir)
 
 
@@ -226,8 +228,13 @@ def sized(sizer):
             job = job_size(sizer, wc) if on_gpu(wc.scale) else None
             if job is None:
                 cpu = RESOURCES[wc.scale]
-                return {"mem_mb": cpu["mem_mb"], "runtime": cpu["runtime"], "gpu": 0, "nodes": 1,
-                        "cpus_per_task": threads}[key]
+                return {
+                    "mem_mb": cpu["mem_mb"],
+                    "runtime": cpu["runtime"],
+                    "gpu": 0,
+                    "nodes": 1,
+                    "cpus_per_task": threads,
+                }[key]
             return job.resources(threads)[key]
 
         return get
@@ -273,5 +280,7 @@ def launcher(wildcards, threads, resources):
         raise WorkflowError(f"resources: gpu={gpus} is not a multiple of nodes={nodes} (GPUs per node must be equal)")
     if not resources.get("mpi"):
         raise WorkflowError(f"resources: nodes={nodes} needs mpi='srun' and tasks={nodes} (profiles/slurm/config.yaml)")
-    return (f"RDZV_PORT={RDZV_PORT} srun --nodes {nodes} --ntasks-per-node 1 --gpus-per-task {gpus // nodes} "
-            f"--cpus-per-task {threads} bash workflow/scripts/torchrun-slurm.sh {gpus // nodes}")
+    return (
+        f"RDZV_PORT={RDZV_PORT} srun --nodes {nodes} --ntasks-per-node 1 --gpus-per-task {gpus // nodes} "
+        f"--cpus-per-task {threads} bash workflow/scripts/torchrun-slurm.sh {gpus // nodes}"
+    )

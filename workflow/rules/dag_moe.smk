@@ -3,6 +3,8 @@
 # interleaved step-time measurement, aggregation and the figure; claims D1-D4 through the
 # generic `claims` rule (methods/dag_moe/).
 include: "helpers/dag_moe.smk"  # its config helpers and GPU job sizers
+
+
 DAG_MOE_DIR = f"{RESULTS}/{{scale}}/dag_moe"
 
 
@@ -58,6 +60,8 @@ rule dag_moe_train:
         f"{DAG_MOE_DIR}/benchmarks/dag_moe_train__{{arch}}_s{{seed}}.tsv"
     wildcard_constraints:
         arch=r"[A-Za-z][A-Za-z0-9_]*",
+    resources:
+        **sized(dag_moe_train_job),
     params:
         runtime=runtime_of(dag_moe_train_job),
         cfg=lambda wc: as_json(dag_moe_step_cfg(wc.scale, "lm")),
@@ -65,8 +69,6 @@ rule dag_moe_train:
         ckpt=f"{DAG_MOE_DIR}/checkpoints/{{arch}}_s{{seed}}.pt",
         shards=lambda wc, input: f"--shards {shell_words(input.shards)}" if input.shards else "",
         launch=launcher,  # python, or torchrun over the job's GPUs (common.smk)
-    resources:
-        **sized(dag_moe_train_job),
     shell:
         "{params.launch} -m methods.dag_moe train --config {params.cfg:q} --arch {params.arch:q} "
         "--name {wildcards.arch:q} --seed {wildcards.seed:q} --data {input.data:q} {params.shards} "
@@ -87,11 +89,11 @@ rule dag_moe_compose:
         f"{DAG_MOE_DIR}/benchmarks/dag_moe_compose__{{agg}}.tsv"
     wildcard_constraints:
         agg="sum|dag",
+    resources:
+        **sized(dag_moe_compose_job),
     params:
         runtime=runtime_of(dag_moe_compose_job),
         cfg=lambda wc: as_json(dag_moe_step_cfg(wc.scale, "compose")),
-    resources:
-        **sized(dag_moe_compose_job),
     shell:
         "python -m methods.dag_moe compose --config {params.cfg:q} --aggregation {wildcards.agg:q} "
         "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -110,13 +112,13 @@ rule dag_moe_timing:
         f"{DAG_MOE_DIR}/logs/timing.log",
     benchmark:
         f"{DAG_MOE_DIR}/benchmarks/dag_moe_timing.tsv"
+    resources:
+        **sized(dag_moe_timing_job),
     params:
         runtime=runtime_of(dag_moe_timing_job),
         cfg=lambda wc: as_json(hp(wc.scale, "dag_moe", "timing")),
         names=lambda wc: shell_words(dag_moe_archs(wc.scale)),
         seq_len=lambda wc: hp(wc.scale, "dag_moe", "data", "seq_len"),
-    resources:
-        **sized(dag_moe_timing_job),
     shell:
         "python -m methods.dag_moe timing --config {params.cfg:q} --names {params.names} "
         "--runs {input.runs:q} --data {input.data:q} --seq-len {params.seq_len} --out {output:q} "
@@ -136,11 +138,11 @@ rule dag_moe_lm_eval:
         f"{DAG_MOE_DIR}/benchmarks/dag_moe_lm_eval__{{arch}}_s{{seed}}.tsv"
     wildcard_constraints:
         arch=r"[A-Za-z][A-Za-z0-9_]*",
+    resources:
+        **sized(dag_moe_lm_eval_job),
     params:
         runtime=runtime_of(dag_moe_lm_eval_job),
         cfg=lambda wc: as_json(hp(wc.scale, "dag_moe", "downstream")),
-    resources:
-        **sized(dag_moe_lm_eval_job),
     shell:
         "python -m methods.dag_moe lm-eval --config {params.cfg:q} --model {input.model:q} "
         "--name {wildcards.arch:q} --seed {wildcards.seed:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"

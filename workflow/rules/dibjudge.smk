@@ -2,6 +2,8 @@
 # reward-model judge trained plain (SFT) or with DIBJudge's branches and its ablations, bias /
 # accuracy / dependence metrics, figure and claims C1-C4 (methods/dibjudge/).
 include: "helpers/dibjudge.smk"  # its config helpers and GPU job sizers
+
+
 DIBJUDGE_DIR = f"{RESULTS}/{{scale}}/dibjudge"
 
 
@@ -17,12 +19,12 @@ rule dibjudge_data:
         f"{DIBJUDGE_DIR}/logs/data.log",
     benchmark:
         f"{DIBJUDGE_DIR}/benchmarks/dibjudge_data.tsv"
+    resources:
+        **sized(dibjudge_data_job),
     params:
         cfg=lambda wc: as_json(hp(wc.scale, "dibjudge", "data")),
         hub=lambda wc: as_json(hp(wc.scale, "dibjudge", "train")["hub"]),
         runtime=runtime_of(dibjudge_data_job),
-    resources:
-        **sized(dibjudge_data_job),
     shell:
         "python -m methods.dibjudge data --config {params.cfg:q} --hub {params.hub:q} --out {output:q} "
         "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -41,12 +43,12 @@ rule dibjudge_train:
         f"{DIBJUDGE_DIR}/benchmarks/dibjudge_train__{{variant}}.tsv"
     wildcard_constraints:
         variant="sft|dib_vib|dib_vq|no_dis|no_proxy|no_bottleneck",
+    resources:
+        **sized(dibjudge_train_job),
     params:
         runtime=runtime_of(dibjudge_train_job),
         cfg=lambda wc: as_json(hp(wc.scale, "dibjudge", "train")),
         ckpt=f"{DIBJUDGE_DIR}/ckpt",
-    resources:
-        **sized(dibjudge_train_job),
     shell:
         "python -m methods.dibjudge train --config {params.cfg:q} --variant {wildcards.variant:q} "
         "--data {input.data:q} --ckpt {params.ckpt:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"

@@ -2,6 +2,8 @@
 # pattern / masking scheme and seed → block-parallel decoding at several confidence thresholds (accuracy,
 # tokens per forward, tokens/s vs AR) and weight drift → table, figures, claims (methods/efficient_dlm/).
 include: "helpers/efficient_dlm.smk"  # its config helpers and GPU job sizers
+
+
 EFFICIENT_DLM_DIR = f"{RESULTS}/{{scale}}/efficient_dlm"
 
 
@@ -33,11 +35,11 @@ rule efficient_dlm_train_ar:
         f"{EFFICIENT_DLM_DIR}/logs/train_ar.log",
     benchmark:
         f"{EFFICIENT_DLM_DIR}/benchmarks/efficient_dlm_train_ar.tsv"
+    resources:
+        **sized(efficient_dlm_train_ar_job),
     params:
         runtime=runtime_of(efficient_dlm_train_ar_job),
         cfg=lambda wc: as_json(hp(wc.scale, "efficient_dlm", "ar")),
-    resources:
-        **sized(efficient_dlm_train_ar_job),
     shell:
         "python -m methods.efficient_dlm train_ar --config {params.cfg:q} --data {input.data:q} "
         "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -58,11 +60,11 @@ rule efficient_dlm_convert:
     wildcard_constraints:
         variant="fullbidir|blk_noisy|blk_clean|blk_clean_posmask",
         seed=r"\d+",
+    resources:
+        **sized(efficient_dlm_convert_job),
     params:
         runtime=runtime_of(efficient_dlm_convert_job),
         cfg=lambda wc: as_json(efficient_dlm_convert_cfg(wc.scale, wc.seed)),
-    resources:
-        **sized(efficient_dlm_convert_job),
     shell:
         "python -m methods.efficient_dlm convert --config {params.cfg:q} --variant {wildcards.variant:q} "
         "--ar {input.ar:q} --data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -81,12 +83,12 @@ rule efficient_dlm_eval:
         f"{EFFICIENT_DLM_DIR}/logs/eval.log",
     benchmark:
         f"{EFFICIENT_DLM_DIR}/benchmarks/efficient_dlm_eval.tsv"
+    resources:
+        **sized(efficient_dlm_eval_job),
     params:
         runtime=runtime_of(efficient_dlm_eval_job),
         cfg=lambda wc: as_json(hp(wc.scale, "efficient_dlm", "eval")),
         hub=lambda wc: as_json(efficient_dlm_hub(wc.scale)),
-    resources:
-        **sized(efficient_dlm_eval_job),
     shell:
         "python -m methods.efficient_dlm evaluate --config {params.cfg:q} --hub {params.hub:q} --ar {input.ar:q} "
         "--convs {input.convs:q} --data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"

@@ -5,6 +5,8 @@
 # (`fusionroute.seeds`, under seed{s}/); `fusionroute_aggregate` pools the replicates into the
 # claim metrics with Wilson intervals.
 include: "helpers/fusionroute.smk"  # its config helpers and GPU job sizers
+
+
 FUSIONROUTE_TOP = f"{RESULTS}/{{scale}}/fusionroute"
 FUSIONROUTE_DIR = f"{FUSIONROUTE_TOP}/seed{{seed}}"
 
@@ -38,12 +40,12 @@ rule fusionroute_train_expert:
         f"{FUSIONROUTE_DIR}/benchmarks/fusionroute_train_expert__{{domain}}.tsv"
     wildcard_constraints:
         domain="add|rev|brk",
+    resources:
+        **sized(fusionroute_train_expert_job),
     params:
         runtime=runtime_of(fusionroute_train_expert_job),
         cfg=lambda wc: as_json(fusionroute_cfg(wc.scale, "expert", wc.seed)),
         seed=lambda wc: fusionroute_train_seed(wc.seed),
-    resources:
-        **sized(fusionroute_train_expert_job),
     shell:
         "python -m methods.fusionroute expert --config {params.cfg:q} --domain {wildcards.domain:q} "
         "--seed {params.seed} --data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -61,12 +63,12 @@ rule fusionroute_sft_router:
         f"{FUSIONROUTE_DIR}/logs/sft_router.log",
     benchmark:
         f"{FUSIONROUTE_DIR}/benchmarks/fusionroute_sft_router.tsv"
+    resources:
+        **sized(fusionroute_sft_router_job),
     params:
         runtime=runtime_of(fusionroute_sft_router_job),
         cfg=lambda wc: as_json(fusionroute_cfg(wc.scale, "router", wc.seed)),
         seed=lambda wc: fusionroute_train_seed(wc.seed),
-    resources:
-        **sized(fusionroute_sft_router_job),
     shell:
         "python -m methods.fusionroute sft --config {params.cfg:q} --seed {params.seed} "
         "--data {input.data:q} --experts {input.experts:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -86,11 +88,11 @@ rule fusionroute_cdpo:
         f"{FUSIONROUTE_DIR}/logs/cdpo.log",
     benchmark:
         f"{FUSIONROUTE_DIR}/benchmarks/fusionroute_cdpo.tsv"
+    resources:
+        **sized(fusionroute_cdpo_job),
     params:
         runtime=runtime_of(fusionroute_cdpo_job),
         cfg=lambda wc: as_json(fusionroute_cfg(wc.scale, "cdpo", wc.seed, eval=hp(wc.scale, "fusionroute", "eval"))),
-    resources:
-        **sized(fusionroute_cdpo_job),
     shell:
         "python -m methods.fusionroute cdpo --config {params.cfg:q} --data {input.data:q} "
         "--experts {input.experts:q} --router {input.router:q} --out {output.router:q} "
@@ -111,11 +113,11 @@ rule fusionroute_eval:
         f"{FUSIONROUTE_DIR}/logs/eval.log",
     benchmark:
         f"{FUSIONROUTE_DIR}/benchmarks/fusionroute_eval.tsv"
+    resources:
+        **sized(fusionroute_eval_job),
     params:
         runtime=runtime_of(fusionroute_eval_job),
         cfg=lambda wc: as_json(fusionroute_cfg(wc.scale, "eval", wc.seed)),
-    resources:
-        **sized(fusionroute_eval_job),
     shell:
         "python -m methods.fusionroute evaluate --config {params.cfg:q} --data {input.data:q} "
         "--experts {input.experts:q} --sft {input.sft:q} --cdpo {input.cdpo:q} --out {output:q} "

@@ -3,6 +3,8 @@
 # soft cross-entropy (or the logit-MSE ablation), evaluation, table/figure and claims
 # (methods/lfq/). Model dirs: models/fp → models/<base>-<wXgY> → models/<base>-<objective>-<wXgY>.
 include: "helpers/lfq.smk"  # its config helpers and GPU job sizers
+
+
 LFQ_DIR = f"{RESULTS}/{{scale}}/lfq"
 
 
@@ -33,11 +35,11 @@ rule lfq_train_fp:
         f"{LFQ_DIR}/logs/train_fp.log",
     benchmark:
         f"{LFQ_DIR}/benchmarks/lfq_train_fp.tsv"
+    resources:
+        **sized(lfq_train_fp_job),
     params:
         runtime=runtime_of(lfq_train_fp_job),
         cfg=lambda wc: as_json(hp(wc.scale, "lfq", "base")),
-    resources:
-        **sized(lfq_train_fp_job),
     shell:
         "python -m methods.lfq train --config {params.cfg:q} --data {input.data:q} --out {output:q} "
         "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -77,11 +79,11 @@ rule lfq_quantize:
     wildcard_constraints:
         method="rtn|gptq|omni",
         qcfg=r"w\d+g\d+",
+    resources:
+        **sized(lfq_quantize_job),
     params:
         runtime=runtime_of(lfq_quantize_job),
         cfg=lambda wc: as_json(lfq_quant_cfg(wc.scale, wc.qcfg)),
-    resources:
-        **sized(lfq_quantize_job),
     shell:
         "python -m methods.lfq quantize --config {params.cfg:q} --method {wildcards.method:q} "
         "--base {input.base:q} --calib {input.calib:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -104,11 +106,11 @@ rule lfq_final:
         method="rtn|gptq|omni",
         objective="headmse|lfq",
         qcfg=r"w\d+g\d+",
+    resources:
+        **sized(lfq_final_job),
     params:
         runtime=runtime_of(lfq_final_job),
         cfg=lambda wc: as_json(lfq_quant_cfg(wc.scale, wc.qcfg)),
-    resources:
-        **sized(lfq_final_job),
     shell:
         "python -m methods.lfq final --config {params.cfg:q} --objective {wildcards.objective:q} "
         "--base {input.base:q} --quantized {input.quantized:q} --calib {input.calib:q} --out {output:q} "
@@ -151,11 +153,11 @@ rule lfq_evaluate:
         f"{LFQ_DIR}/benchmarks/lfq_evaluate__{{qcfg}}.tsv"
     wildcard_constraints:
         qcfg=r"w\d+g\d+",
+    resources:
+        **sized(lfq_evaluate_job),
     params:
         runtime=runtime_of(lfq_evaluate_job),
         cfg=lambda wc: as_json(hp(wc.scale, "lfq", "eval")),
-    resources:
-        **sized(lfq_evaluate_job),
     shell:
         "python -m methods.lfq evaluate --config {params.cfg:q} --fp {input.fp:q} --models {input.models:q} "
         "--data {input.data:q} --tasks {input.tasks:q} --setting {wildcards.qcfg:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"

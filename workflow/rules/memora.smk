@@ -3,6 +3,8 @@
 # anchors), retrieval with the semantic and the anchor-walking policy, the Theorem D.1 check,
 # metrics, figure and claims (methods/memora/).
 include: "helpers/memora.smk"  # its config helpers
+
+
 MEMORA_DIR = f"{RESULTS}/{{scale}}/memora"
 
 

@@ -3,6 +3,8 @@
 # shared library, not a paper: UniScale's replay table and SCOPE's routing pool use it. Its config
 # is the top-level `model_pool` section of config/scales/<scale>.yaml.
 include: "helpers/model_pool.smk"  # its paths, member configs and GPU job sizers
+
+
 MODEL_POOL_DIR = f"{RESULTS}/{{scale}}/model_pool"
 
 
@@ -33,11 +35,11 @@ rule model_pool_train_member:
         f"{MODEL_POOL_DIR}/logs/train_{{member}}.log",
     benchmark:
         f"{MODEL_POOL_DIR}/benchmarks/model_pool_train_member__{{member}}.tsv"
+    resources:
+        **sized(model_pool_train_member_job),
     params:
         runtime=runtime_of(model_pool_train_member_job),
         cfg=lambda wc: as_json(hp(wc.scale, "model_pool")),
-    resources:
-        **sized(model_pool_train_member_job),
     shell:
         "python -m methods.core.model_pool train --config {params.cfg:q} --member {wildcards.member:q} "
         "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -56,11 +58,11 @@ rule model_pool_train_verifier:
         f"{MODEL_POOL_DIR}/logs/verifier.log",
     benchmark:
         f"{MODEL_POOL_DIR}/benchmarks/model_pool_train_verifier.tsv"
+    resources:
+        **sized(model_pool_train_verifier_job),
     params:
         runtime=runtime_of(model_pool_train_verifier_job),
         cfg=lambda wc: as_json(hp(wc.scale, "model_pool")),
-    resources:
-        **sized(model_pool_train_verifier_job),
     shell:
         "python -m methods.core.model_pool verifier --config {params.cfg:q} --data {input.data:q} --out {output:q} "
         "--members {input.members:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -78,11 +80,11 @@ rule model_pool_costs:
         f"{MODEL_POOL_DIR}/logs/costs.log",
     benchmark:
         f"{MODEL_POOL_DIR}/benchmarks/model_pool_costs.tsv"
+    resources:
+        **sized(model_pool_costs_job),
     params:
         runtime=runtime_of(model_pool_costs_job),
         cfg=lambda wc: as_json(hp(wc.scale, "model_pool")),
-    resources:
-        **sized(model_pool_costs_job),
     shell:
         "python -m methods.core.model_pool costs --config {params.cfg:q} --members {input.members:q} "
         "--verifier {input.verifier:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"

@@ -3,6 +3,8 @@
 # decisions under calibrated modality masking, decision-level BATCH PID, the vision-masking
 # intervention, PID-guided reweighting, table, figures and claims C1–C4 (methods/pid/).
 include: "helpers/pid.smk"  # its config helpers and GPU job sizers
+
+
 PID_DIR = f"{RESULTS}/{{scale}}/pid"
 
 
@@ -35,11 +37,11 @@ rule pid_train:
         f"{PID_DIR}/benchmarks/pid_train__{{pid_mix}}.tsv"
     wildcard_constraints:
         pid_mix="[a-z_]+",
+    resources:
+        **sized(pid_train_job),
     params:
         runtime=runtime_of(pid_train_job),
         cfg=lambda wc: as_json(hp(wc.scale, "pid", "train")),
-    resources:
-        **sized(pid_train_job),
     shell:
         "python -m methods.pid train --config {params.cfg:q} --mix {wildcards.pid_mix:q} --data {input.data:q} "
         "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -58,12 +60,12 @@ rule pid_decide:
         f"{PID_DIR}/logs/decide.log",
     benchmark:
         f"{PID_DIR}/benchmarks/pid_decide.tsv"
+    resources:
+        **sized(pid_decide_job),
     params:
         runtime=runtime_of(pid_decide_job),
         cfg=lambda wc: as_json(pid_decide_cfg(wc.scale)),
         models=lambda wc: pid_models_arg(wc.scale),
-    resources:
-        **sized(pid_decide_job),
     shell:
         "python -m methods.pid decide --config {params.cfg:q} --data {input.data:q} {params.models} "
         "--out {output.decisions:q} --interventions {output.interventions:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -101,12 +103,12 @@ rule pid_reweight:
         f"{PID_DIR}/logs/reweight.log",
     benchmark:
         f"{PID_DIR}/benchmarks/pid_reweight.tsv"
+    resources:
+        **sized(pid_reweight_job),
     params:
         runtime=runtime_of(pid_reweight_job),
         cfg=lambda wc: as_json(pid_reweight_cfg(wc.scale)),
         models=lambda wc: pid_models_arg(wc.scale),
-    resources:
-        **sized(pid_reweight_job),
     shell:
         "python -m methods.pid reweight --config {params.cfg:q} --data {input.data:q} {params.models} "
         "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"

@@ -3,6 +3,8 @@
 # across sessions / tools / agents, 4-agent pipelines, two defences, judge, Wilson CIs, claims.
 # Tiny scale: the agent is SimAgent, a simulator with planted rates (methods/pse/sim.py).
 include: "helpers/pse.smk"  # its config helpers
+
+
 PSE_DIR = f"{RESULTS}/{{scale}}/pse"
 
 

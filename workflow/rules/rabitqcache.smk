@@ -3,6 +3,8 @@
 # generation through the sparse attention for every selector, lm-eval tasks with it (paper
 # scale), table/figure and claims (methods/rabitqcache/, kernels/rabitq.py).
 include: "helpers/rabitqcache.smk"  # its config helpers and GPU job sizers
+
+
 RABITQCACHE_DIR = f"{RESULTS}/{{scale}}/rabitqcache"
 
 
@@ -33,12 +35,12 @@ rule rabitqcache_train:
         f"{RABITQCACHE_DIR}/logs/train.log",
     benchmark:
         f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_train.tsv"
-    params:
-        runtime=runtime_of(rabitqcache_train_job),
-        cfg=lambda wc: as_json(hp(wc.scale, "rabitqcache", "base")),
     threads: 2
     resources:
         **sized(rabitqcache_train_job),
+    params:
+        runtime=runtime_of(rabitqcache_train_job),
+        cfg=lambda wc: as_json(hp(wc.scale, "rabitqcache", "base")),
     shell:
         "python -m methods.rabitqcache train --config {params.cfg:q} --data {input.data:q} --out {output:q} "
         "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -56,11 +58,11 @@ rule rabitqcache_capture:
         f"{RABITQCACHE_DIR}/logs/capture.log",
     benchmark:
         f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_capture.tsv"
+    resources:
+        **sized(rabitqcache_capture_job),
     params:
         runtime=runtime_of(rabitqcache_capture_job),
         cfg=lambda wc: as_json(rabitqcache_with_method(wc.scale, "capture")),
-    resources:
-        **sized(rabitqcache_capture_job),
     shell:
         "python -m methods.rabitqcache capture --config {params.cfg:q} --model {input.model:q} "
         "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -98,11 +100,11 @@ rule rabitqcache_sparse:
         f"{RABITQCACHE_DIR}/logs/sparse.log",
     benchmark:
         f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_sparse.tsv"
+    resources:
+        **sized(rabitqcache_sparse_job),
     params:
         runtime=runtime_of(rabitqcache_sparse_job),
         cfg=lambda wc: as_json(rabitqcache_with_method(wc.scale, "sparse")),
-    resources:
-        **sized(rabitqcache_sparse_job),
     shell:
         "python -m methods.rabitqcache sparse --config {params.cfg:q} --model {input.model:q} "
         "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -119,11 +121,11 @@ rule rabitqcache_lm_eval:
         f"{RABITQCACHE_DIR}/logs/lm_eval.log",
     benchmark:
         f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_lm_eval.tsv"
+    resources:
+        **sized(rabitqcache_lm_eval_job),
     params:
         runtime=runtime_of(rabitqcache_lm_eval_job),
         cfg=lambda wc: as_json(rabitqcache_lm_eval_cfg(wc.scale)),
-    resources:
-        **sized(rabitqcache_lm_eval_job),
     shell:
         "python -m methods.rabitqcache lm_eval --config {params.cfg:q} --model {input.model:q} "
         "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"

@@ -4,6 +4,8 @@
 # set): the released MoE's routers are the base, fine-tuned on hub.train_dataset conversations; the
 # second MoE (hub.eor_model_id) gets the ReMoE fine-tune and traces for EOR; lm-eval on every checkpoint.
 include: "helpers/remoe.smk"  # its config helpers and GPU job sizers
+
+
 REMOE_DIR = f"{RESULTS}/{{scale}}/remoe"
 
 
@@ -53,11 +55,11 @@ rule remoe_pretrain:
         f"{REMOE_DIR}/logs/pretrain.log",
     benchmark:
         f"{REMOE_DIR}/benchmarks/remoe_pretrain.tsv"
+    resources:
+        **sized(remoe_pretrain_job),
     params:
         runtime=runtime_of(remoe_pretrain_job),
         cfg=lambda wc: as_json(hp(wc.scale, "remoe", "pretrain")),
-    resources:
-        **sized(remoe_pretrain_job),
     shell:
         "python -m methods.remoe pretrain --config {params.cfg:q} --data {input.data:q} "
         "--out {output.ckpt:q} --log_json {output.log_json:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -79,11 +81,11 @@ rule remoe_finetune:
     wildcard_constraints:
         rm_variant=r"[a-z][a-z0-9_]*",
         seed=r"\d+",
+    resources:
+        **sized(remoe_finetune_job),
     params:
         runtime=runtime_of(remoe_finetune_job),
         cfg=lambda wc: as_json(remoe_finetune_cfg(wc.scale, wc.rm_variant, wc.seed)),
-    resources:
-        **sized(remoe_finetune_job),
     shell:
         "python -m methods.remoe finetune --config {params.cfg:q} --base {input.base:q} "
         "--data {input.data:q} --out {output.ckpt:q} --log_json {output.log_json:q} "
@@ -102,11 +104,11 @@ rule remoe_trace:
         f"{REMOE_DIR}/logs/trace.log",
     benchmark:
         f"{REMOE_DIR}/benchmarks/remoe_trace.tsv"
+    resources:
+        **sized(remoe_trace_job),
     params:
         runtime=runtime_of(remoe_trace_job),
         cfg=lambda wc: as_json(remoe_trace_cfg(wc.scale)),
-    resources:
-        **sized(remoe_trace_job),
     shell:
         "python -m methods.remoe trace --config {params.cfg:q} --ckpts {input.ckpts:q} "
         "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -124,11 +126,11 @@ rule remoe_eor_pretrain:
         f"{REMOE_DIR}/eor_model/logs/pretrain.log",
     benchmark:
         f"{REMOE_DIR}/benchmarks/remoe_eor_pretrain.tsv"
+    resources:
+        **sized(remoe_eor_pretrain_job),
     params:
         runtime=runtime_of(remoe_eor_pretrain_job),
         cfg=lambda wc: as_json(remoe_eor_pretrain_cfg(wc.scale)),
-    resources:
-        **sized(remoe_eor_pretrain_job),
     shell:
         "python -m methods.remoe pretrain --config {params.cfg:q} --data {input.data:q} "
         "--out {output.ckpt:q} --log_json {output.log_json:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -150,11 +152,11 @@ rule remoe_eor_finetune:
     wildcard_constraints:
         rm_variant=r"[a-z][a-z0-9_]*",
         seed=r"\d+",
+    resources:
+        **sized(remoe_eor_finetune_job),
     params:
         runtime=runtime_of(remoe_eor_finetune_job),
         cfg=lambda wc: as_json(remoe_finetune_cfg(wc.scale, wc.rm_variant, wc.seed)),
-    resources:
-        **sized(remoe_eor_finetune_job),
     shell:
         "python -m methods.remoe finetune --config {params.cfg:q} --base {input.base:q} "
         "--data {input.data:q} --out {output.ckpt:q} --log_json {output.log_json:q} "
@@ -173,11 +175,11 @@ rule remoe_eor_trace:
         f"{REMOE_DIR}/eor_model/logs/trace.log",
     benchmark:
         f"{REMOE_DIR}/benchmarks/remoe_eor_trace.tsv"
+    resources:
+        **sized(remoe_eor_trace_job),
     params:
         runtime=runtime_of(remoe_eor_trace_job),
         cfg=lambda wc: as_json(remoe_trace_cfg(wc.scale)),
-    resources:
-        **sized(remoe_eor_trace_job),
     shell:
         "python -m methods.remoe trace --config {params.cfg:q} --ckpts {input.ckpts:q} "
         "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -194,11 +196,11 @@ rule remoe_lm_eval:
         f"{REMOE_DIR}/logs/lm_eval.log",
     benchmark:
         f"{REMOE_DIR}/benchmarks/remoe_lm_eval.tsv"
+    resources:
+        **sized(remoe_lm_eval_job),
     params:
         runtime=runtime_of(remoe_lm_eval_job),
         cfg=lambda wc: as_json(hp(wc.scale, "remoe", "hub")),
-    resources:
-        **sized(remoe_lm_eval_job),
     shell:
         "python -m methods.remoe lm_eval --config {params.cfg:q} --ckpts {input.ckpts:q} --out {output:q} "
         "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"

@@ -16,12 +16,12 @@ rule report:
         f"{REPORTS}/{{scale}}/report.log",
     benchmark:
         f"{REPORTS}/{{scale}}/report.tsv"
-    params:
-        papers=lambda wc: shell_words(f"{RESULTS}/{wc.scale}/{p}" for p in PAPERS),
-        scale=lambda wc: wc.scale,
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        papers=lambda wc: shell_words(f"{RESULTS}/{wc.scale}/{p}" for p in PAPERS),
+        scale=lambda wc: wc.scale,
     shell:
         "python -m methods.core.report --scale {params.scale:q} --papers {params.papers} "
         "--scale-config {input.scale_config:q} --out {output:q} > {log:q} 2>&1"
@@ -45,12 +45,12 @@ rule claims_table:
         f"{RESULTS}/{{scale}}/{{paper}}/logs/claims_table.log",
     benchmark:
         f"{RESULTS}/{{scale}}/{{paper}}/benchmarks/claims_table.tsv"
-    params:
-        paper_dir=lambda wc: f"{RESULTS}/{wc.scale}/{wc.paper}",
-        scale=lambda wc: wc.scale,
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        paper_dir=lambda wc: f"{RESULTS}/{wc.scale}/{wc.paper}",
+        scale=lambda wc: wc.scale,
     shell:
         "python -m methods.core.report --claims-only --scale {params.scale:q} "
         "--papers {params.paper_dir:q} --out {output:q} > {log:q} 2>&1"
@@ -68,12 +68,11 @@ rule claims:
         f"{RESULTS}/{{scale}}/{{paper}}/logs/claims.log",
     benchmark:
         f"{RESULTS}/{{scale}}/{{paper}}/benchmarks/claims.tsv"
-    params:
-        scale=lambda wc: wc.scale,
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        scale=lambda wc: wc.scale,
     shell:
         "python -m methods.core claims --claims {input.spec:q} --metrics {input.metrics:q} "
         "--scale {params.scale:q} --out {output:q} > {log:q} 2>&1"
-

@@ -3,6 +3,8 @@
 # hub model, GRPO runs per optimizer × lr × seed, bf16/fp32 update sparsity,
 # the SFT-continuation contrast, the trl GRPOTrainer cross-check, figures and claims R1–R5.
 include: "helpers/rl_sgd.smk"  # its config helpers and GPU job sizers
+
+
 RL_SGD_DIR = f"{RESULTS}/{{scale}}/rl_sgd"
 
 
@@ -36,11 +38,11 @@ rule rl_sgd_warmstart:
         f"{RL_SGD_DIR}/benchmarks/rl_sgd_warmstart__{{rs_b}}.tsv"
     wildcard_constraints:
         rs_b=r"d\d+|m\d+",
+    resources:
+        **sized(rl_sgd_warmstart_job),
     params:
         runtime=runtime_of(rl_sgd_warmstart_job),
         cfg=lambda wc: as_json(rl_sgd_warmstart_cfg(wc.scale, wc.rs_b)),
-    resources:
-        **sized(rl_sgd_warmstart_job),
     shell:
         "python -m methods.rl_sgd warmstart --config {params.cfg:q} --base_key {wildcards.rs_b:q} "
         "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -62,11 +64,11 @@ rule rl_sgd_grpo:
         rs_b=r"d\d+|m\d+",
         rs_opt="adamw|sgd|sgd_mom|adam_nomom|adam_noadapt",
         rs_lr=r"[0-9.]+(e-?[0-9]+)?",
+    resources:
+        **sized(rl_sgd_grpo_job),
     params:
         runtime=runtime_of(rl_sgd_grpo_job),
         cfg=lambda wc: as_json(rl_sgd_grpo_cfg(wc.scale)),
-    resources:
-        **sized(rl_sgd_grpo_job),
     shell:
         "python -m methods.rl_sgd grpo --config {params.cfg:q} --optimizer {wildcards.rs_opt:q} "
         "--lr {wildcards.rs_lr:q} --seed {wildcards.seed:q} --base {input.base:q} --data {input.data:q} "
@@ -106,11 +108,11 @@ rule rl_sgd_sft:
         f"{RL_SGD_DIR}/logs/sft.log",
     benchmark:
         f"{RL_SGD_DIR}/benchmarks/rl_sgd_sft.tsv"
+    resources:
+        **sized(rl_sgd_sft_job),
     params:
         runtime=runtime_of(rl_sgd_sft_job),
         cfg=lambda wc: as_json(rl_sgd_sft_cfg(wc.scale)),
-    resources:
-        **sized(rl_sgd_sft_job),
     shell:
         "python -m methods.rl_sgd sft --config {params.cfg:q} --base {input.base:q} --data {input.data:q} "
         "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -146,11 +148,11 @@ rule rl_sgd_lm_eval:
         f"{RL_SGD_DIR}/logs/lm_eval.log",
     benchmark:
         f"{RL_SGD_DIR}/benchmarks/rl_sgd_lm_eval.tsv"
+    resources:
+        **sized(rl_sgd_lm_eval_job),
     params:
         runtime=runtime_of(rl_sgd_lm_eval_job),
         cfg=lambda wc: as_json(rl_sgd_lm_eval_cfg(wc.scale)),
-    resources:
-        **sized(rl_sgd_lm_eval_job),
     shell:
         "python -m methods.rl_sgd lm_eval --config {params.cfg:q} --models {input.bases:q} {input.runs:q} "
         "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"

@@ -2,6 +2,8 @@
 # retrieval, the outcome predictor (SFT with and without anchors, then GRPO), α-controlled
 # two-stage routing, baselines, unseen-model generalisation, claims C1-C5 (methods/scope/).
 include: "helpers/scope.smk"  # its config helpers and GPU job sizers
+
+
 SCOPE_DIR = f"{RESULTS}/{{scale}}/scope"
 
 
@@ -16,13 +18,17 @@ rule scope_member:
         f"{SCOPE_DIR}/logs/member_{{xm}}.log",
     benchmark:
         f"{SCOPE_DIR}/benchmarks/scope_member__{{xm}}.tsv"
+    resources:
+        **sized(scope_member_job),
     params:
         runtime=runtime_of(scope_member_job),
         # the whole model_pool section (every key is required) with this member as its only member
-        cfg=lambda wc: as_json({**hp(wc.scale, "model_pool"),
-                                "members": [m for m in hp(wc.scale, "scope", "extra_members") if m["name"] == wc.xm]}),
-    resources:
-        **sized(scope_member_job),
+        cfg=lambda wc: as_json(
+            {
+                **hp(wc.scale, "model_pool"),
+                "members": [m for m in hp(wc.scale, "scope", "extra_members") if m["name"] == wc.xm],
+            }
+        ),
     shell:
         "python -m methods.core.model_pool train --config {params.cfg:q} --member {wildcards.xm:q} "
         "--data {input.data:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -40,12 +46,12 @@ rule scope_outcomes:
         f"{SCOPE_DIR}/logs/outcomes.log",
     benchmark:
         f"{SCOPE_DIR}/benchmarks/scope_outcomes.tsv"
-    params:
-        runtime=runtime_of(scope_outcomes_job),
-        cfg=lambda wc: as_json(hp(wc.scale, "scope", "outcomes")),
     threads: 2  # outcomes → SFT → GRPO → route is the DAG's sequential tail: 2 torch threads, ≈1.5× faster
     resources:
         **sized(scope_outcomes_job),
+    params:
+        runtime=runtime_of(scope_outcomes_job),
+        cfg=lambda wc: as_json(hp(wc.scale, "scope", "outcomes")),
     shell:
         "python -m methods.scope outcomes --config {params.cfg:q} --members {input.members:q} "
         "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -64,12 +70,12 @@ rule scope_sft:
         f"{SCOPE_DIR}/benchmarks/scope_sft__{{variant}}.tsv"
     wildcard_constraints:
         variant="anchors|noanchor",
-    params:
-        runtime=runtime_of(scope_sft_job),
-        cfg=lambda wc: as_json(hp(wc.scale, "scope", "predictor")),
     threads: 2
     resources:
         **sized(scope_sft_job),
+    params:
+        runtime=runtime_of(scope_sft_job),
+        cfg=lambda wc: as_json(hp(wc.scale, "scope", "predictor")),
     shell:
         "python -m methods.scope sft --config {params.cfg:q} --outcomes {input.outcomes:q} "
         "--variant {wildcards.variant:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -87,12 +93,12 @@ rule scope_grpo:
         f"{SCOPE_DIR}/logs/grpo.log",
     benchmark:
         f"{SCOPE_DIR}/benchmarks/scope_grpo.tsv"
-    params:
-        runtime=runtime_of(scope_grpo_job),
-        cfg=lambda wc: as_json(hp(wc.scale, "scope", "predictor")),
     threads: 2
     resources:
         **sized(scope_grpo_job),
+    params:
+        runtime=runtime_of(scope_grpo_job),
+        cfg=lambda wc: as_json(hp(wc.scale, "scope", "predictor")),
     shell:
         "python -m methods.scope grpo --config {params.cfg:q} --outcomes {input.outcomes:q} --sft {input.sft:q} "
         "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -121,13 +127,13 @@ rule scope_route:
         f"{SCOPE_DIR}/logs/route.log",
     benchmark:
         f"{SCOPE_DIR}/benchmarks/scope_route.tsv"
+    threads: 2
+    resources:
+        **sized(scope_route_job),
     params:
         runtime=runtime_of(scope_route_job),
         cfg=lambda wc: as_json(scope_route_cfg(wc.scale)),
         out_dir=lambda wc: f"{RESULTS}/{wc.scale}/scope",
-    threads: 2
-    resources:
-        **sized(scope_route_job),
     shell:
         "python -m methods.scope route --config {params.cfg:q} --outcomes {input.outcomes:q} --rl {input.rl:q} "
         "--sft {input.sft:q} --noanchor {input.noanchor:q} --out_dir {params.out_dir:q} --summary {output.summary:q} "

@@ -19,6 +19,9 @@ rule serving_serve:
     wildcard_constraints:
         serve_paper=r"[a-z][a-z0-9_]*",
         serve_name=r"[A-Za-z0-9_.\-]+(@[a-z_]+)?",
+    threads: 1  # its consumers take 0 (helpers/serving.smk client_threads): a group needs one core
+    resources:
+        **sized(serving_serve_job),
     params:
         model=serving_model_path,
         served_name=lambda wc: SERVING.served_model_name(serving_entry(wc)),
@@ -27,13 +30,10 @@ rule serving_serve:
         args=lambda wc: as_json(serving_entry(wc)["args"]),
         ready=lambda wc: serving_entry(wc)["ready_timeout_s"],
         runtime=runtime_of(serving_serve_job),
-    threads: 1  # its consumers take 0 (helpers/serving.smk client_threads): a group needs one core
-    resources:
-        **sized(serving_serve_job),
     shell:
         # the address file exists at once (status starting: consumers wait for ready), then the
         # serving process replaces this shell, so Snakemake's terminate/kill reach it directly
-        "echo '{{\"status\": \"starting\"}}' > {output:q}; "
+        'echo \'{{"status": "starting"}}\' > {output:q}; '
         "exec python -m methods.core.serving serve --name {wildcards.serve_name:q} --model {params.model:q} "
         "--served-name {params.served_name:q} --engine {params.engine:q} --gpus {params.gpus} "
         "--args {params.args:q} --ready-timeout-s {params.ready} --runtime {params.runtime:q} --address {output:q} > {log:q} 2>&1"

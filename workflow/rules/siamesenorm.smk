@@ -2,6 +2,8 @@
 # scheme × peak learning rate × seed, lm-eval arithmetic exact match, step time measured side
 # by side, table, figure and claims C1–C5 (methods/siamesenorm/).
 include: "helpers/siamesenorm.smk"  # its config helpers and GPU job sizers
+
+
 SIAMESENORM_DIR = f"{RESULTS}/{{scale}}/siamesenorm"
 
 
@@ -57,13 +59,13 @@ rule siamesenorm_train:
     wildcard_constraints:
         scheme="pre|post|post_pre|hybrid_pre",
         lr=r"[0-9.]+(e-?[0-9]+)?",
+    resources:
+        **sized(siamesenorm_train_job),
     params:
         runtime=runtime_of(siamesenorm_train_job),
         cfg=lambda wc: as_json(hp(wc.scale, "siamesenorm", "run")),
         ckpt=f"{SIAMESENORM_DIR}/checkpoints/{{scheme}}_lr{{lr}}_s{{seed}}.pt",
         launch=launcher,  # python, or torchrun over the job's GPUs (common.smk)
-    resources:
-        **sized(siamesenorm_train_job),
     shell:
         "{params.launch} -m methods.siamesenorm train --config {params.cfg:q} --scheme {wildcards.scheme:q} "
         "--lr {wildcards.lr:q} --seed {wildcards.seed:q} --data {input.data:q} --shards {input.shards:q} "
@@ -81,11 +83,11 @@ rule siamesenorm_steptime:
         f"{SIAMESENORM_DIR}/logs/steptime.log",
     benchmark:
         f"{SIAMESENORM_DIR}/benchmarks/siamesenorm_steptime.tsv"
+    resources:
+        **sized(siamesenorm_steptime_job),
     params:
         runtime=runtime_of(siamesenorm_steptime_job),
         cfg=lambda wc: as_json(siamesenorm_steptime_cfg(wc.scale)),
-    resources:
-        **sized(siamesenorm_steptime_job),
     shell:
         "python -m methods.siamesenorm steptime --config {params.cfg:q} --out {output:q} "
         "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -105,11 +107,11 @@ rule siamesenorm_evaluate:
         f"{SIAMESENORM_DIR}/logs/evaluate.log",
     benchmark:
         f"{SIAMESENORM_DIR}/benchmarks/siamesenorm_evaluate.tsv"
+    resources:
+        **sized(siamesenorm_evaluate_job),
     params:
         runtime=runtime_of(siamesenorm_evaluate_job),
         cfg=lambda wc: as_json(hp(wc.scale, "siamesenorm", "eval")),
-    resources:
-        **sized(siamesenorm_evaluate_job),
     shell:
         "python -m methods.siamesenorm evaluate --config {params.cfg:q} --runs {input.runs:q} "
         "--data {input.data:q} --out {output.eval:q} --tasks-out {output.tasks:q} --threads {threads} "

@@ -21,5 +21,10 @@ def tiny_train_job(m, label):
     """A model trained here from its own `model:` and `train:` sections (smoke/tiny pool members,
     the verifier, SCOPE's extra members)."""
     seq = m["model"]["max_seq_len"]
-    return R.train_job(R.spec_from_config(m["model"], R.CHAR_VOCAB), tokens=train_tokens(m["train"], seq), seq=seq,
-                       batch=m["train"]["batch_size"], label=label)
+    return R.train_job(
+        R.spec_from_config(m["model"], R.CHAR_VOCAB),
+        tokens=train_tokens(m["train"], seq),
+        seq=seq,
+        batch=m["train"]["batch_size"],
+        label=label,
+    )

@@ -4,6 +4,8 @@
 # (tsgd_lm_eval). Tiny/smoke use a seeded solver/reflector simulator. Every step is CPU work or
 # an HTTP client of the LLM endpoints: no GPU (the GPU is the vLLM server's).
 include: "helpers/tsgd.smk"  # its config helpers
+
+
 TSGD_DIR = f"{RESULTS}/{{scale}}/tsgd"
 
 

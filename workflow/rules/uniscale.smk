@@ -2,6 +2,8 @@
 # (workflow/rules/model_pool.smk, included before this file), LinUCB and baselines, regret curves,
 # Pareto frontiers, claims C1-C4 (methods/uniscale/).
 include: "helpers/uniscale.smk"  # its GPU job sizer
+
+
 UNISCALE_DIR = f"{RESULTS}/{{scale}}/uniscale"
 
 
@@ -35,11 +37,11 @@ rule uniscale_build_table:
         f"{UNISCALE_DIR}/logs/table.log",
     benchmark:
         f"{UNISCALE_DIR}/benchmarks/uniscale_build_table.tsv"
+    resources:
+        **sized(uniscale_build_table_job),
     params:
         runtime=runtime_of(uniscale_build_table_job),
         cfg=lambda wc: as_json(hp(wc.scale, "uniscale", "table")),
-    resources:
-        **sized(uniscale_build_table_job),
     shell:
         "python -m methods.uniscale table --config {params.cfg:q} --members {input.members:q} "
         "--verifier {input.verifier:q} --costs {input.costs:q} --data {input.data:q} --out {output:q} "

@@ -3,6 +3,8 @@
 # method through the LLM backend layer -> metrics, SimBackend threshold sweep, figure, claims
 # C1-C5 (methods/verbalized_sampling/).
 include: "helpers/verbalized_sampling.smk"  # its config helpers and GPU job sizers
+
+
 VERBALIZED_SAMPLING_DIR = f"{RESULTS}/{{scale}}/verbalized_sampling"
 
 
@@ -51,11 +53,11 @@ rule verbalized_sampling_pretrain:
         f"{VERBALIZED_SAMPLING_DIR}/logs/pretrain.log",
     benchmark:
         f"{VERBALIZED_SAMPLING_DIR}/benchmarks/verbalized_sampling_pretrain.tsv"
+    resources:
+        **sized(verbalized_sampling_pretrain_job),
     params:
         runtime=runtime_of(verbalized_sampling_pretrain_job),
         cfg=lambda wc: as_json(hp(wc.scale, "verbalized_sampling", "pretrain")),
-    resources:
-        **sized(verbalized_sampling_pretrain_job),
     shell:
         "python -m methods.verbalized_sampling pretrain --config {params.cfg:q} --data {input.data:q} "
         "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -73,11 +75,11 @@ rule verbalized_sampling_dpo:
         f"{VERBALIZED_SAMPLING_DIR}/logs/dpo.log",
     benchmark:
         f"{VERBALIZED_SAMPLING_DIR}/benchmarks/verbalized_sampling_dpo.tsv"
+    resources:
+        **sized(verbalized_sampling_dpo_job),
     params:
         runtime=runtime_of(verbalized_sampling_dpo_job),
         cfg=lambda wc: as_json(hp(wc.scale, "verbalized_sampling", "dpo")),
-    resources:
-        **sized(verbalized_sampling_dpo_job),
     shell:
         "python -m methods.verbalized_sampling dpo --config {params.cfg:q} --data {input.data:q} "
         "--base {input.base:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -99,12 +101,12 @@ rule verbalized_sampling_sample:
     wildcard_constraints:
         vsmodel="base|aligned",
     threads: client_threads(lambda wc: verbalized_sampling_served(wc.scale, wc.vsmodel))
+    resources:
+        **sized(verbalized_sampling_sample_job),
     params:
         runtime=runtime_of(verbalized_sampling_sample_job),
         cfg=lambda wc: as_json(verbalized_sampling_sample_cfg(wc.scale, wc.vsmodel)),
         model=lambda wc, input: verbalized_sampling_model_arg(input.model),
-    resources:
-        **sized(verbalized_sampling_sample_job),
     shell:
         "python -m methods.verbalized_sampling sample --config {params.cfg:q} --data {input.data:q} "
         "{params.model} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"

@@ -2,6 +2,8 @@
 # the AdamW weight decay λ, fine-tune every base on each downstream task, evaluate through
 # lm-eval, probe the bases, aggregate, and check claims W1-W3 (methods/wd_plasticity/).
 include: "helpers/wd_plasticity.smk"  # its config helpers and GPU job sizers
+
+
 WD_PLASTICITY_DIR = f"{RESULTS}/{{scale}}/wd_plasticity"
 
 
@@ -38,8 +40,11 @@ rule wd_plasticity_tokenizer:
         vocab=lambda wc: hp(wc.scale, "wd_plasticity", "tokenizer", "vocab_size"),
         texts=lambda wc, input: shell_words(
             [f"{input.data}/pretrain.txt"]
-            + [f"{input.data}/tasks/{t}/{s}.jsonl"
-               for t in wd_plasticity_tasks(wc.scale) for s in ("train", "dev", "test")]
+            + [
+                f"{input.data}/tasks/{t}/{s}.jsonl"
+                for t in wd_plasticity_tasks(wc.scale)
+                for s in ("train", "dev", "test")
+            ]
         ),
     shell:
         "python -m methods.core tokenizer --texts {params.texts} --kind {params.kind:q} "
@@ -82,13 +87,13 @@ rule wd_plasticity_pretrain:
         f"{WD_PLASTICITY_DIR}/benchmarks/wd_plasticity_pretrain__wd{{wd}}_s{{seed}}.tsv"
     wildcard_constraints:
         wd=r"[0-9.]+(e-?[0-9]+)?",
+    resources:
+        **sized(wd_plasticity_pretrain_job),
     params:
         runtime=runtime_of(wd_plasticity_pretrain_job),
         cfg=lambda wc: as_json(hp(wc.scale, "wd_plasticity", "pretrain")),
         ckpt=f"{WD_PLASTICITY_DIR}/checkpoints/base_wd{{wd}}_s{{seed}}.pt",
         launch=launcher,  # python, or torchrun over the job's GPUs (common.smk)
-    resources:
-        **sized(wd_plasticity_pretrain_job),
     shell:
         "{params.launch} -m methods.wd_plasticity pretrain --config {params.cfg:q} --weight-decay {wildcards.wd:q} --seed {wildcards.seed:q} "
         "--shards {input.shards:q} --tokenizer {input.tokenizer:q} --checkpoint {params.ckpt:q} "
@@ -111,11 +116,11 @@ rule wd_plasticity_finetune:
     wildcard_constraints:
         wd=r"[0-9.]+(e-?[0-9]+)?",
         task=r"[A-Za-z][A-Za-z0-9]*",
+    resources:
+        **sized(wd_plasticity_finetune_job),
     params:
         runtime=runtime_of(wd_plasticity_finetune_job),
         cfg=lambda wc: as_json(hp(wc.scale, "wd_plasticity", "finetune")),
-    resources:
-        **sized(wd_plasticity_finetune_job),
     shell:
         "python -m methods.wd_plasticity finetune --config {params.cfg:q} --base {input.base:q} "
         "--task-dir {input.data:q}/tasks/{wildcards.task:q} --seed {wildcards.seed:q} "
@@ -133,12 +138,12 @@ rule wd_plasticity_lm_eval_tasks:
         f"{WD_PLASTICITY_DIR}/logs/lm_eval_tasks.log",
     benchmark:
         f"{WD_PLASTICITY_DIR}/benchmarks/wd_plasticity_lm_eval_tasks.tsv"
-    params:
-        cfg=lambda wc: as_json(hp(wc.scale, "wd_plasticity", "eval")),
-        tasks=lambda wc: shell_words(wd_plasticity_tasks(wc.scale)),
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        cfg=lambda wc: as_json(hp(wc.scale, "wd_plasticity", "eval")),
+        tasks=lambda wc: shell_words(wd_plasticity_tasks(wc.scale)),
     shell:
         "python -m methods.wd_plasticity export-tasks --config {params.cfg:q} --data {input.data:q} --tasks {params.tasks} "
         "--out {output:q} > {log:q} 2>&1"
@@ -160,12 +165,12 @@ rule wd_plasticity_evaluate:
         f"{WD_PLASTICITY_DIR}/benchmarks/wd_plasticity_evaluate__wd{{wd}}_s{{seed}}.tsv"
     wildcard_constraints:
         wd=r"[0-9.]+(e-?[0-9]+)?",
+    resources:
+        **sized(wd_plasticity_evaluate_job),
     params:
         runtime=runtime_of(wd_plasticity_evaluate_job),
         cfg=lambda wc: as_json(hp(wc.scale, "wd_plasticity", "eval")),
         tasks=lambda wc: shell_words(wd_plasticity_tasks(wc.scale)),
-    resources:
-        **sized(wd_plasticity_evaluate_job),
     shell:
         "python -m methods.wd_plasticity evaluate --config {params.cfg:q} --base {input.base:q} --tasks-dir {input.tasks:q} "
         "--tasks {params.tasks} "
@@ -188,12 +193,12 @@ rule wd_plasticity_probes:
         f"{WD_PLASTICITY_DIR}/benchmarks/wd_plasticity_probes__wd{{wd}}_s{{seed}}.tsv"
     wildcard_constraints:
         wd=r"[0-9.]+(e-?[0-9]+)?",
+    resources:
+        **sized(wd_plasticity_probes_job),
     params:
         runtime=runtime_of(wd_plasticity_probes_job),
         cfg=lambda wc: as_json(hp(wc.scale, "wd_plasticity", "probes")),
         seq_len=lambda wc: hp(wc.scale, "wd_plasticity", "pretrain", "seq_len"),
-    resources:
-        **sized(wd_plasticity_probes_job),
     shell:
         "python -m methods.wd_plasticity probes --config {params.cfg:q} --base {input.base:q} --data {input.data:q} "
         "--shards {input.shards:q} "
@@ -215,11 +220,11 @@ rule wd_plasticity_aggregate:
         f"{WD_PLASTICITY_DIR}/logs/aggregate.log",
     benchmark:
         f"{WD_PLASTICITY_DIR}/benchmarks/wd_plasticity_aggregate.tsv"
-    params:
-        cfg=lambda wc: as_json(hp(wc.scale, "wd_plasticity", "analysis")),
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        cfg=lambda wc: as_json(hp(wc.scale, "wd_plasticity", "analysis")),
     shell:
         "python -m methods.wd_plasticity aggregate --config {params.cfg:q} --bases {input.bases:q} --probes {input.probes:q} "
         "--evals {input.evals:q} --table {output.table:q} --summary {output.summary:q} > {log:q} 2>&1"

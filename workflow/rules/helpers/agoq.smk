@@ -19,8 +19,11 @@ def agoq_probe_cfg(scale):
 
 def agoq_runs(scale):
     """Every trained (variant, seed) run directory."""
-    return [f"{RESULTS}/{scale}/agoq/runs/{v}_s{seed}" for v in hp(scale, "agoq", "train_variants")
-            for seed in hp(scale, "agoq", "seeds")]
+    return [
+        f"{RESULTS}/{scale}/agoq/runs/{v}_s{seed}"
+        for v in hp(scale, "agoq", "train_variants")
+        for seed in hp(scale, "agoq", "seeds")
+    ]
 
 
 def agoq_probe_model(scale):
@@ -41,9 +44,19 @@ def agoq_train_job(wc):
     activations of batch / world_size sequences."""
     run = hp(wc.scale, "agoq", "run")
     t, world, s = run["train"], run["world_size"], agoq_model_spec(wc.scale)
-    return R.train_job(s, tokens=train_tokens(t, run["seq_len"]), seq=run["seq_len"], batch=t["batch_size"],
-                       optimizer=t["optimizer"], gpus=world, micro=t["batch_size"] // world, replicated=True,
-                       parallel=True, extra_per_gpu=2 * 4 * R.param_count(s), label="agoq_train")
+    return R.train_job(
+        s,
+        tokens=train_tokens(t, run["seq_len"]),
+        seq=run["seq_len"],
+        batch=t["batch_size"],
+        optimizer=t["optimizer"],
+        gpus=world,
+        micro=t["batch_size"] // world,
+        replicated=True,
+        parallel=True,
+        extra_per_gpu=2 * 4 * R.param_count(s),
+        label="agoq_train",
+    )
 
 
 def agoq_probe_job(wc):
@@ -51,5 +64,12 @@ def agoq_probe_job(wc):
     W flat fp32 gradients of the collective."""
     p, s = hp(wc.scale, "agoq", "probe"), agoq_model_spec(wc.scale)
     tokens = p["n_batches"] * sum(p["workers"]) * p["micro_batch"] * p["seq_len"]
-    return R.train_job(s, tokens=tokens, seq=p["seq_len"], batch=p["micro_batch"], optimizer="none",
-                       extra_bytes=4 * R.param_count(s) * max(p["workers"]), label="agoq_probe")
+    return R.train_job(
+        s,
+        tokens=tokens,
+        seq=p["seq_len"],
+        batch=p["micro_batch"],
+        optimizer="none",
+        extra_bytes=4 * R.param_count(s) * max(p["workers"]),
+        label="agoq_probe",
+    )

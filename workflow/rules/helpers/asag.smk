@@ -11,8 +11,15 @@ def asag_runs(scale):
 # ---- GPU job sizes
 # test problems of the paper-scale benchmarks (GSM8K test, MATH-500, AMC 2023, AIME 2024 and 2025,
 # OlympiadBench OE_TO_maths_en_COMP, GPQA Diamond), for sizing only
-ASAG_BENCH_ROWS = {"gsm8k": 1319, "math500": 500, "amc23": 40, "aime_2024": 30, "aime2025": 30, "olympiadbench": 675,
-                   "gpqa": 198}
+ASAG_BENCH_ROWS = {
+    "gsm8k": 1319,
+    "math500": 500,
+    "amc23": 40,
+    "aime_2024": 30,
+    "aime2025": 30,
+    "olympiadbench": 675,
+    "gpqa": 198,
+}
 
 
 def asag_decode_job(wc):
@@ -25,8 +32,9 @@ def asag_decode_job(wc):
     else:
         spec = hub_spec(hub)
         paper = hp(wc.scale, "asag", "paper")
-        per = [min(d["n_problems"] or 10**9, ASAG_BENCH_ROWS.get(Path(b).name.lower(), 500))
-               for b in paper["benchmarks"]]
+        per = [
+            min(d["n_problems"] or 10**9, ASAG_BENCH_ROWS.get(Path(b).name.lower(), 500)) for b in paper["benchmarks"]
+        ]
         n = sum(per) * max(1, len(paper["models"]))
     return R.infer_job([R.Infer(spec, seqs=n, prompt=R.PROMPT_TOKENS, gen=d["budget"], batch=1)], label="asag_decode")
 
@@ -36,5 +44,10 @@ def asag_train_job(wc):
     tr = hp(wc.scale, "asag", "train")
     if tr["hub_id"]:
         return None
-    return R.train_job(R.spec_from_config(tr["model"], R.CHAR_VOCAB), tokens=train_tokens(tr["train"], tr["seq_len"]),
-                       seq=tr["seq_len"], batch=tr["train"]["batch_size"], label="asag_train")
+    return R.train_job(
+        R.spec_from_config(tr["model"], R.CHAR_VOCAB),
+        tokens=train_tokens(tr["train"], tr["seq_len"]),
+        seq=tr["seq_len"],
+        batch=tr["train"]["batch_size"],
+        label="asag_train",
+    )

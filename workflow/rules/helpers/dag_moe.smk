@@ -24,8 +24,11 @@ def dag_moe_lm_eval_outputs(scale):
     """Paper scale: one zero-shot lm-eval file per LM run; none where `eval_tasks` is empty."""
     if not hp(scale, "dag_moe", "downstream", "eval_tasks"):
         return []
-    return [f"{RESULTS}/{scale}/dag_moe/lm_eval/{a}_s{s}.json"
-            for a in dag_moe_archs(scale) for s in hp(scale, "dag_moe", "seeds")]
+    return [
+        f"{RESULTS}/{scale}/dag_moe/lm_eval/{a}_s{s}.json"
+        for a in dag_moe_archs(scale)
+        for s in hp(scale, "dag_moe", "seeds")
+    ]
 
 
 def dag_moe_shards(scale):
@@ -38,23 +41,36 @@ def dag_moe_shards(scale):
 def dag_moe_model_spec(scale, arch):
     a, tok = hp(scale, "dag_moe", "archs", arch), hp(scale, "dag_moe", "data", "tokenizer")
     vocab = HUB_MODELS[tok]["vocab"] if tok in HUB_MODELS else R.CHAR_VOCAB
-    return R.spec_from_config(hp(scale, "dag_moe", "lm", "model"), vocab, n_experts=a["n_experts"], k=a["k"],
-                              expert_d_ff=a["d_ff"])
+    return R.spec_from_config(
+        hp(scale, "dag_moe", "lm", "model"), vocab, n_experts=a["n_experts"], k=a["k"], expert_d_ff=a["d_ff"]
+    )
 
 
 def dag_moe_train_job(wc):
     t, seq = hp(wc.scale, "dag_moe", "lm", "train"), hp(wc.scale, "dag_moe", "data", "seq_len")
-    return R.train_job(dag_moe_model_spec(wc.scale, wc.arch), tokens=train_tokens(t, seq), seq=seq,
-                       batch=t["batch_size"], optimizer=t["optimizer"], parallel=True,
-                       replicated=ddp_replicas(wc.scale), label="dag_moe_train")
+    return R.train_job(
+        dag_moe_model_spec(wc.scale, wc.arch),
+        tokens=train_tokens(t, seq),
+        seq=seq,
+        batch=t["batch_size"],
+        optimizer=t["optimizer"],
+        parallel=True,
+        replicated=ddp_replicas(wc.scale),
+        label="dag_moe_train",
+    )
 
 
 def dag_moe_compose_job(wc):
     c = hp(wc.scale, "dag_moe", "compose")
     spec = R.spec_from_config(c["model"], R.CHAR_VOCAB, n_experts=c["n_experts"], k=c["k"], expert_d_ff=c["d_ff"])
     seq = c["model"]["max_seq_len"]
-    return R.train_job(spec, tokens=len(c["seeds"]) * train_tokens(c["train"], seq), seq=seq,
-                       batch=c["train"]["batch_size"], label="dag_moe_compose")
+    return R.train_job(
+        spec,
+        tokens=len(c["seeds"]) * train_tokens(c["train"], seq),
+        seq=seq,
+        batch=c["train"]["batch_size"],
+        label="dag_moe_compose",
+    )
 
 
 def dag_moe_timing_job(wc):
@@ -67,6 +83,7 @@ def dag_moe_timing_job(wc):
 
 def dag_moe_lm_eval_job(wc):
     d = hp(wc.scale, "dag_moe", "downstream")
-    works = R.lm_eval_works(dag_moe_model_spec(wc.scale, wc.arch), d["eval_tasks"],
-                            batch=hp(wc.scale, "dag_moe", "lm", "eval_batch_size"))
+    works = R.lm_eval_works(
+        dag_moe_model_spec(wc.scale, wc.arch), d["eval_tasks"], batch=hp(wc.scale, "dag_moe", "lm", "eval_batch_size")
+    )
     return R.infer_job(works, label="dag_moe_lm_eval")

@@ -18,10 +18,14 @@ def dibjudge_data_job(wc):
     if not t["hub"]["judge"]:
         return None
     judge, seq = hub_spec(t["hub"]["judge"]), t["model"]["max_len"]
-    n_mt = 2 * 2 * 2 * d["n_test"] * len(t["hub"]["eval_data"])   # 2 groups x 2 responses x 2 directions
-    return R.infer_job([R.Infer(judge, seqs=2 * t["hub"]["train_pairs"], prompt=seq, batch=8),
-                        R.Infer(judge, seqs=n_mt, prompt=R.PROMPT_TOKENS, gen=R.PROMPT_TOKENS, batch=8)],
-                       label="dibjudge_data")
+    n_mt = 2 * 2 * 2 * d["n_test"] * len(t["hub"]["eval_data"])  # 2 groups x 2 responses x 2 directions
+    return R.infer_job(
+        [
+            R.Infer(judge, seqs=2 * t["hub"]["train_pairs"], prompt=seq, batch=8),
+            R.Infer(judge, seqs=n_mt, prompt=R.PROMPT_TOKENS, gen=R.PROMPT_TOKENS, batch=8),
+        ],
+        label="dibjudge_data",
+    )
 
 
 def dibjudge_train_job(wc):
@@ -35,5 +39,12 @@ def dibjudge_train_job(wc):
     if wc.variant != "sft":
         enc = hub_spec(t["hub"]["encoder"])
         also = (R.Infer(enc, seqs=seqs, prompt=seq // 2, batch=2 * t["batch_size"]),)
-    return R.train_job(judge, tokens=seqs * seq, seq=seq, batch=2 * t["batch_size"],
-                       trainable=R.lora_params(judge) / R.param_count(judge), also=also, label="dibjudge_train")
+    return R.train_job(
+        judge,
+        tokens=seqs * seq,
+        seq=seq,
+        batch=2 * t["batch_size"],
+        trainable=R.lora_params(judge) / R.param_count(judge),
+        also=also,
+        label="dibjudge_train",
+    )

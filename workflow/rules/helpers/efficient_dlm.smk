@@ -6,8 +6,11 @@
 
 def efficient_dlm_conversions(scale):
     """The converted model dir of every attention/masking variant and conversion seed at a scale."""
-    return [f"{RESULTS}/{scale}/efficient_dlm/models/{v}_s{s}" for v in hp(scale, "efficient_dlm", "variants")
-            for s in hp(scale, "efficient_dlm", "seeds")]
+    return [
+        f"{RESULTS}/{scale}/efficient_dlm/models/{v}_s{s}"
+        for v in hp(scale, "efficient_dlm", "variants")
+        for s in hp(scale, "efficient_dlm", "seeds")
+    ]
 
 
 def efficient_dlm_convert_cfg(scale, seed):
@@ -47,15 +50,25 @@ def efficient_dlm_train_ar_job(wc):
     a = hp(wc.scale, "efficient_dlm", "ar")
     if a["hub_id"]:  # paper scale: the hub base, saved as is
         return R.load_job(efficient_dlm_model_spec(wc.scale), label="efficient_dlm_train_ar")
-    return R.train_job(efficient_dlm_model_spec(wc.scale), tokens=train_tokens(a["train"], a["seq_len"]),
-                       seq=a["seq_len"], batch=a["train"]["batch_size"], label="efficient_dlm_train_ar")
+    return R.train_job(
+        efficient_dlm_model_spec(wc.scale),
+        tokens=train_tokens(a["train"], a["seq_len"]),
+        seq=a["seq_len"],
+        batch=a["train"]["batch_size"],
+        label="efficient_dlm_train_ar",
+    )
 
 
 def efficient_dlm_convert_job(wc):
     c = efficient_dlm_convert_cfg(wc.scale, 0)
-    return R.train_job(efficient_dlm_model_spec(wc.scale), tokens=train_tokens(c["train"], c["seq_len"]),
-                       seq=c["seq_len"], batch=c["train"]["batch_size"], optimizer=c["train"]["optimizer"],
-                       label="efficient_dlm_convert")
+    return R.train_job(
+        efficient_dlm_model_spec(wc.scale),
+        tokens=train_tokens(c["train"], c["seq_len"]),
+        seq=c["seq_len"],
+        batch=c["train"]["batch_size"],
+        optimizer=c["train"]["optimizer"],
+        label="efficient_dlm_convert",
+    )
 
 
 def efficient_dlm_eval_job(wc):

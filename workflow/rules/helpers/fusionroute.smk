@@ -48,8 +48,13 @@ def fusionroute_train_expert_job(wc):
     if h["experts"].get(wc.domain):  # a hub expert: a pointer
         return None
     seq = e["model"]["max_seq_len"]
-    return R.train_job(R.spec_from_config(e["model"], R.CHAR_VOCAB), tokens=train_tokens(e["train"], seq), seq=seq,
-                       batch=e["train"]["batch_size"], label="fusionroute_train_expert")
+    return R.train_job(
+        R.spec_from_config(e["model"], R.CHAR_VOCAB),
+        tokens=train_tokens(e["train"], seq),
+        seq=seq,
+        batch=e["train"]["batch_size"],
+        label="fusionroute_train_expert",
+    )
 
 
 def fusionroute_model_specs(scale):
@@ -63,7 +68,11 @@ def fusionroute_model_specs(scale):
 
 def fusionroute_seq_len(scale):
     cfg = hp(scale, "fusionroute")
-    return (cfg["router"].get("max_len") or R.SEQ_TOKENS) if cfg["hub"]["router_base"] else cfg["router"]["model"]["max_seq_len"]
+    return (
+        (cfg["router"].get("max_len") or R.SEQ_TOKENS)
+        if cfg["hub"]["router_base"]
+        else cfg["router"]["model"]["max_seq_len"]
+    )
 
 
 def fusionroute_sft_router_job(wc):
@@ -73,8 +82,9 @@ def fusionroute_sft_router_job(wc):
     t, seq = hp(wc.scale, "fusionroute", "router", "train"), fusionroute_seq_len(wc.scale)
     n = t["steps"] * t["batch_size"]
     also = tuple(R.Infer(e, seqs=n, prompt=seq, batch=1) for e in experts)
-    return R.train_job(router, tokens=n * seq, seq=seq, batch=t["batch_size"], also=also,
-                       label="fusionroute_sft_router")
+    return R.train_job(
+        router, tokens=n * seq, seq=seq, batch=t["batch_size"], also=also, label="fusionroute_sft_router"
+    )
 
 
 def fusionroute_cdpo_job(wc):
@@ -82,12 +92,15 @@ def fusionroute_cdpo_job(wc):
     the router (chosen + rejected) against its frozen SFT copy."""
     router, experts = fusionroute_model_specs(wc.scale)
     c, ev, seq = hp(wc.scale, "fusionroute", "cdpo"), hp(wc.scale, "fusionroute", "eval"), fusionroute_seq_len(wc.scale)
-    gen = [R.Infer(m, seqs=c["n_prefs"], prompt=R.PROMPT_TOKENS, gen=ev["max_new_tokens"], batch=1, shared=m is router)
-           for m in [router] + experts]
+    gen = [
+        R.Infer(m, seqs=c["n_prefs"], prompt=R.PROMPT_TOKENS, gen=ev["max_new_tokens"], batch=1, shared=m is router)
+        for m in [router] + experts
+    ]
     n = c["train"]["steps"] * c["train"]["batch_size"]
     also = tuple(gen) + (R.Infer(router, seqs=2 * n, prompt=seq, batch=1),)
-    return R.train_job(router, tokens=2 * n * seq, seq=seq, batch=2 * c["train"]["batch_size"], also=also,
-                       label="fusionroute_cdpo")
+    return R.train_job(
+        router, tokens=2 * n * seq, seq=seq, batch=2 * c["train"]["batch_size"], also=also, label="fusionroute_cdpo"
+    )
 
 
 def fusionroute_eval_job(wc):

@@ -33,8 +33,9 @@ def lfq_model_spec(scale):
 def lfq_train_fp_job(wc):
     """Paper scale: the hub model loaded, checked on a few validation windows, saved."""
     b = hp(wc.scale, "lfq", "base")
-    return R.infer_job([R.Infer(lfq_model_spec(wc.scale), seqs=b["val_batches"], prompt=b["seq_len"])],
-                       label="lfq_train_fp")
+    return R.infer_job(
+        [R.Infer(lfq_model_spec(wc.scale), seqs=b["val_batches"], prompt=b["seq_len"])], label="lfq_train_fp"
+    )
 
 
 def lfq_ptq_job(scale, method, final_only, label):
@@ -50,8 +51,13 @@ def lfq_ptq_job(scale, method, final_only, label):
     else:
         trained = {"omni": 3 * q["epochs"], "gptq": 1, "rtn": 0}[method] * forward
     seconds = R.compute_seconds(forward + trained, "train")
-    return R.size(sharded=R.weight_bytes(s) + io + R.TRAIN_BYTES["adamw"] * block, seconds=seconds,
-                  load=R.weight_bytes(s), host=2 * R.weight_bytes(s), label=label)
+    return R.size(
+        sharded=R.weight_bytes(s) + io + R.TRAIN_BYTES["adamw"] * block,
+        seconds=seconds,
+        load=R.weight_bytes(s),
+        host=2 * R.weight_bytes(s),
+        label=label,
+    )
 
 
 def lfq_quantize_job(wc):
@@ -66,8 +72,15 @@ def lfq_evaluate_job(wc):
     """The FP model and every variant of one setting: perplexity and KL windows, greedy EM on
     the running-sum prompts, and the lm-eval tasks."""
     e, s = hp(wc.scale, "lfq", "eval"), lfq_model_spec(wc.scale)
-    per_model = [R.Infer(s, seqs=e["n_ppl_seqs"] + e["n_kl_seqs"], prompt=e["seq_len"], batch=e["batch_size"]),
-                 R.Infer(s, seqs=hp(wc.scale, "lfq", "data", "n_eval") * len(e["buckets"]), prompt=R.PROMPT_TOKENS,
-                         gen=4 * max(e["buckets"]), batch=e["batch_size"])]
+    per_model = [
+        R.Infer(s, seqs=e["n_ppl_seqs"] + e["n_kl_seqs"], prompt=e["seq_len"], batch=e["batch_size"]),
+        R.Infer(
+            s,
+            seqs=hp(wc.scale, "lfq", "data", "n_eval") * len(e["buckets"]),
+            prompt=R.PROMPT_TOKENS,
+            gen=4 * max(e["buckets"]),
+            batch=e["batch_size"],
+        ),
+    ]
     per_model += R.lm_eval_works(s, e["lm_eval_tasks"], batch=e["batch_size"], limit=e["lm_eval_limit"])
     return R.infer_job(per_model * (1 + len(hp(wc.scale, "lfq", "variants"))), label="lfq_evaluate")

@@ -24,7 +24,13 @@ def memora_judged(scale):
 # ---- served open models (methods/core/serving/, workflow/rules/serving.smk): `serve: <name>` in memora.llm or a
 # qa spec is a client of the DAG's own server of that memora.serving entry. A server's consumers run at once in one
 # job group, so each stage gets its own instance (build + theory, retrieve, answer, judge): chained steps never share one.
-MEMORA_SERVED_STAGE = {"build": "build", "theory": "build", "retrieve": "retrieve", "answer": "answer", "judge": "judge"}
+MEMORA_SERVED_STAGE = {
+    "build": "build",
+    "theory": "build",
+    "retrieve": "retrieve",
+    "answer": "answer",
+    "judge": "judge",
+}
 
 
 def memora_stage_specs(scale, step):

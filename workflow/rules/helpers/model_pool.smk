@@ -36,6 +36,8 @@ def model_pool_costs_job(wc):
     """Every member and the verifier loaded in turn; forwards of batch x ctx_len, repeated."""
     c = hp(wc.scale, "model_pool", "cost")
     members, verifier = model_pool_specs(wc.scale)
-    works = [R.Infer(s, seqs=c["batch"] * c["repeats"], prompt=c["ctx_len"], gen=1, batch=c["batch"])
-             for s in members + [verifier]]
+    works = [
+        R.Infer(s, seqs=c["batch"] * c["repeats"], prompt=c["ctx_len"], gen=1, batch=c["batch"])
+        for s in members + [verifier]
+    ]
     return R.infer_job(works, label="model_pool_costs")

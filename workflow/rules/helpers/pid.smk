@@ -43,23 +43,37 @@ def pid_models_arg(scale):
 # ---- GPU job sizes
 def pid_lora_job(scale, model_id, tokens, batch, label):
     s = hub_spec(model_id)
-    return R.train_job(s, tokens=tokens, seq=R.VL_ITEM_TOKENS, batch=batch,
-                       trainable=R.lora_params(s) / R.param_count(s), label=label)
+    return R.train_job(
+        s, tokens=tokens, seq=R.VL_ITEM_TOKENS, batch=batch, trainable=R.lora_params(s) / R.param_count(s), label=label
+    )
 
 
 def pid_train_job(wc):
     """The tiny fusion model (the step is not in the paper-scale DAG: the models are the hub's)."""
     t = hp(wc.scale, "pid", "train")
-    return R.train_job(R.ModelSpec(t["hidden"], 1, 1, 1, t["hidden"], R.CHAR_VOCAB),
-                       tokens=t["steps"] * t["batch_size"], seq=1, batch=t["batch_size"], label="pid_train")
+    return R.train_job(
+        R.ModelSpec(t["hidden"], 1, 1, 1, t["hidden"], R.CHAR_VOCAB),
+        tokens=t["steps"] * t["batch_size"],
+        seq=1,
+        batch=t["batch_size"],
+        label="pid_train",
+    )
 
 
 def pid_decide_job(wc):
     """Every VL model's decisions on every benchmark's profile and test items under three maskings
     (none, text span, image), one model at a time."""
     h, d = hp(wc.scale, "pid", "hub"), hp(wc.scale, "pid", "data")
-    works = [R.Infer(hub_spec(m), seqs=(d["n_profile"] + 3 * d["n_test"]) * len(h["benchmarks"]),
-                     prompt=R.VL_ITEM_TOKENS, gen=1, batch=8) for m in h["vl_models"]]
+    works = [
+        R.Infer(
+            hub_spec(m),
+            seqs=(d["n_profile"] + 3 * d["n_test"]) * len(h["benchmarks"]),
+            prompt=R.VL_ITEM_TOKENS,
+            gen=1,
+            batch=8,
+        )
+        for m in h["vl_models"]
+    ]
     return R.infer_job(works, label="pid_decide")
 
 

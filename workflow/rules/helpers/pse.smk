@@ -26,8 +26,12 @@ def pse_metrics_cfg(scale):
     planted = {k: v for k, v in spec.items() if k != "backend"} if spec.get("backend") == "sim" else None
     judge = dict(hp(scale, "pse", "judge"))
     judge["specs"] = [served_spec(scale, "pse", s) for s in judge["specs"]]
-    return {"analysis": hp(scale, "pse", "analysis"), "judge": judge,
-            "primary": hp(scale, "pse", "primary"), "planted": planted}
+    return {
+        "analysis": hp(scale, "pse", "analysis"),
+        "judge": judge,
+        "primary": hp(scale, "pse", "primary"),
+        "planted": planted,
+    }
 
 
 # ---- served models (methods/core/serving/): a spec with `serve: <name>` is a client of the DAG's own

@@ -42,15 +42,26 @@ def rabitqcache_prompt_tokens(scale, key):
 def rabitqcache_train_job(wc):
     b = hp(wc.scale, "rabitqcache", "base")
     prompt = rabitqcache_prompt_tokens(wc.scale, "train_len")
-    return R.infer_job([R.Infer(rabitqcache_model_spec(wc.scale), seqs=b["val_texts"], prompt=prompt)],
-                       label="rabitqcache_train")
+    return R.infer_job(
+        [R.Infer(rabitqcache_model_spec(wc.scale), seqs=b["val_texts"], prompt=prompt)], label="rabitqcache_train"
+    )
 
 
 def rabitqcache_capture_job(wc):
     c = hp(wc.scale, "rabitqcache", "capture")
     prompt = rabitqcache_prompt_tokens(wc.scale, "eval_len")
-    return R.infer_job([R.Infer(rabitqcache_model_spec(wc.scale), seqs=c["n_prompts"], prompt=prompt,
-                                gen=c["n_steps"], batch=c["batch_size"])], label="rabitqcache_capture")
+    return R.infer_job(
+        [
+            R.Infer(
+                rabitqcache_model_spec(wc.scale),
+                seqs=c["n_prompts"],
+                prompt=prompt,
+                gen=c["n_steps"],
+                batch=c["batch_size"],
+            )
+        ],
+        label="rabitqcache_capture",
+    )
 
 
 def rabitqcache_sparse_job(wc):
@@ -59,14 +70,22 @@ def rabitqcache_sparse_job(wc):
     sp = hp(wc.scale, "rabitqcache", "sparse")
     selectors = 1 + 4 * len(sp["top_ps"])
     s, n = rabitqcache_model_spec(wc.scale), rabitqcache_prompt_tokens(wc.scale, "eval_len")
-    return R.infer_job([R.Infer(s, seqs=2 * sp["n_prompts"], prompt=n, batch=sp["batch_size"]),
-                        R.Infer(s, seqs=sp["n_prompts"] * selectors, prompt=0, gen=sp["tail_steps"],
-                                batch=sp["batch_size"])],
-                       label="rabitqcache_sparse")
+    return R.infer_job(
+        [
+            R.Infer(s, seqs=2 * sp["n_prompts"], prompt=n, batch=sp["batch_size"]),
+            R.Infer(s, seqs=sp["n_prompts"] * selectors, prompt=0, gen=sp["tail_steps"], batch=sp["batch_size"]),
+        ],
+        label="rabitqcache_sparse",
+    )
 
 
 def rabitqcache_lm_eval_job(wc):
     lm = hp(wc.scale, "rabitqcache", "lm_eval")
-    works = R.lm_eval_works(rabitqcache_model_spec(wc.scale), lm["tasks"], batch=lm["batch_size"], limit=lm["limit"],
-                            seq_lengths=lm["metadata"].get("max_seq_lengths"))
+    works = R.lm_eval_works(
+        rabitqcache_model_spec(wc.scale),
+        lm["tasks"],
+        batch=lm["batch_size"],
+        limit=lm["limit"],
+        seq_lengths=lm["metadata"].get("max_seq_lengths"),
+    )
     return R.infer_job(works, label="rabitqcache_lm_eval")

@@ -52,8 +52,11 @@ def remoe_eor_checkpoints(scale):
 def remoe_lm_eval_checkpoints(scale):
     """The base and the ReMoE fine-tunes (analysis.remoe, every seed): the paper's quality table."""
     rm = hp(scale, "remoe", "analysis")["remoe"]
-    return [c for c in remoe_checkpoints(scale)
-            if Path(c).name == "base.pt" or (Path(c).parent.name == "finetuned" and Path(c).name.startswith(f"{rm}_s"))]
+    return [
+        c
+        for c in remoe_checkpoints(scale)
+        if Path(c).name == "base.pt" or (Path(c).parent.name == "finetuned" and Path(c).name.startswith(f"{rm}_s"))
+    ]
 
 
 def remoe_analyze_inputs(scale):
@@ -74,7 +77,8 @@ def remoe_checkpoints(scale):
     if "base" in names or len(set(names)) != len(names):
         raise WorkflowError("remoe.variants: names must be unique and not 'base'")
     return [f"{RESULTS}/{scale}/remoe/ckpt/base.pt"] + [
-        f"{RESULTS}/{scale}/remoe/ckpt/finetuned/{n}_s{seed}.pt" for n in names for seed in hp(scale, "remoe", "seeds")]
+        f"{RESULTS}/{scale}/remoe/ckpt/finetuned/{n}_s{seed}.pt" for n in names for seed in hp(scale, "remoe", "seeds")
+    ]
 
 
 # ---- GPU job sizes
@@ -83,16 +87,27 @@ def remoe_model_spec(scale):
     if p["hub_id"]:
         return hub_spec(p["hub_id"])
     m = p["moe"]
-    return R.spec_from_config(p["model"], R.CHAR_VOCAB, n_experts=m["n_experts"], k=m["k"],
-                              expert_d_ff=m["expert_d_ff"], n_shared=m["n_shared"])
+    return R.spec_from_config(
+        p["model"],
+        R.CHAR_VOCAB,
+        n_experts=m["n_experts"],
+        k=m["k"],
+        expert_d_ff=m["expert_d_ff"],
+        n_shared=m["n_shared"],
+    )
 
 
 def remoe_pretrain_job(wc):
     p = hp(wc.scale, "remoe", "pretrain")
     if p["hub_id"]:  # paper scale: the hub checkpoint is loaded, not pre-trained
         return R.load_job(remoe_model_spec(wc.scale), label="remoe_pretrain")
-    return R.train_job(remoe_model_spec(wc.scale), tokens=train_tokens(p["train"], p["model"]["max_seq_len"]),
-                       seq=p["model"]["max_seq_len"], batch=p["train"]["batch_size"], label="remoe_pretrain")
+    return R.train_job(
+        remoe_model_spec(wc.scale),
+        tokens=train_tokens(p["train"], p["model"]["max_seq_len"]),
+        seq=p["model"]["max_seq_len"],
+        batch=p["train"]["batch_size"],
+        label="remoe_pretrain",
+    )
 
 
 def remoe_finetune_job(wc):
@@ -100,16 +115,23 @@ def remoe_finetune_job(wc):
     batch / grad_accum sequences of hub.seq_len."""
     s, t, h = remoe_model_spec(wc.scale), hp(wc.scale, "remoe", "finetune", "train"), hp(wc.scale, "remoe", "hub")
     routers = s.n_layers * s.n_experts * s.d_model
-    return R.train_job(s, tokens=train_tokens(t, h["seq_len"]), seq=h["seq_len"], batch=t["batch_size"],
-                       trainable=routers / R.param_count(s), micro=max(1, t["batch_size"] // max(1, h["grad_accum"])),
-                       label="remoe_finetune")
+    return R.train_job(
+        s,
+        tokens=train_tokens(t, h["seq_len"]),
+        seq=h["seq_len"],
+        batch=t["batch_size"],
+        trainable=routers / R.param_count(s),
+        micro=max(1, t["batch_size"] // max(1, h["grad_accum"])),
+        label="remoe_finetune",
+    )
 
 
 def remoe_trace_job(wc):
     tr, seq = hp(wc.scale, "remoe", "trace"), hp(wc.scale, "remoe", "hub", "seq_len")
     seqs = len(remoe_checkpoints(wc.scale)) * tr["n_docs"]
-    return R.infer_job([R.Infer(remoe_model_spec(wc.scale), seqs=seqs, prompt=seq, batch=tr["batch_size"])],
-                       label="remoe_trace")
+    return R.infer_job(
+        [R.Infer(remoe_model_spec(wc.scale), seqs=seqs, prompt=seq, batch=tr["batch_size"])], label="remoe_trace"
+    )
 
 
 def remoe_eor_spec(scale):
@@ -123,16 +145,23 @@ def remoe_eor_pretrain_job(wc):
 def remoe_eor_finetune_job(wc):
     s, t, h = remoe_eor_spec(wc.scale), hp(wc.scale, "remoe", "finetune", "train"), hp(wc.scale, "remoe", "hub")
     routers = s.n_layers * s.n_experts * s.d_model
-    return R.train_job(s, tokens=train_tokens(t, h["seq_len"]), seq=h["seq_len"], batch=t["batch_size"],
-                       trainable=routers / R.param_count(s), micro=max(1, t["batch_size"] // max(1, h["grad_accum"])),
-                       label="remoe_eor_finetune")
+    return R.train_job(
+        s,
+        tokens=train_tokens(t, h["seq_len"]),
+        seq=h["seq_len"],
+        batch=t["batch_size"],
+        trainable=routers / R.param_count(s),
+        micro=max(1, t["batch_size"] // max(1, h["grad_accum"])),
+        label="remoe_eor_finetune",
+    )
 
 
 def remoe_eor_trace_job(wc):
     tr, seq = hp(wc.scale, "remoe", "trace"), hp(wc.scale, "remoe", "hub", "seq_len")
     seqs = len(remoe_eor_checkpoints(wc.scale)) * tr["n_docs"]
-    return R.infer_job([R.Infer(remoe_eor_spec(wc.scale), seqs=seqs, prompt=seq, batch=tr["batch_size"])],
-                       label="remoe_eor_trace")
+    return R.infer_job(
+        [R.Infer(remoe_eor_spec(wc.scale), seqs=seqs, prompt=seq, batch=tr["batch_size"])], label="remoe_eor_trace"
+    )
 
 
 def remoe_lm_eval_job(wc):

@@ -19,11 +19,17 @@ def rl_sgd_base_keys(scale):
 
 def rl_sgd_run_keys(scale):
     """(base, optimizer, lr, seed) of every GRPO run: the AdamW and SGD grids from every base
-    (all seeds from the widest / main one, the first seed elsewhere) and the ablations from the
-    widest, every seed (R5 is decided over seeds)."""
+    (all seeds from the narrowest and the widest / main one, whose per-seed ratios decide R2a and
+    R2b; the first seed elsewhere) and the ablations from the widest, every seed (R5 is decided
+    over seeds)."""
     bases, seeds = rl_sgd_base_keys(scale), hp(scale, "rl_sgd", "seeds")
-    keys = [(b, o, lr, s) for b in bases for o in ("adamw", "sgd") for lr in hp(scale, "rl_sgd", "grid", o)
-            for s in (seeds if b == bases[-1] else seeds[:1])]
+    keys = [
+        (b, o, lr, s)
+        for b in bases
+        for o in ("adamw", "sgd")
+        for lr in hp(scale, "rl_sgd", "grid", o)
+        for s in (seeds if b in (bases[0], bases[-1]) else seeds[:1])
+    ]
     keys += [(bases[-1], o, lr, s) for o, lr in sorted(hp(scale, "rl_sgd", "ablation").items()) for s in seeds]
     return keys
 
@@ -50,15 +56,17 @@ def rl_sgd_hub_step(**parts):
 def rl_sgd_prompts_cfg(scale):
     if rl_sgd_on_hub(scale):
         h = hp(scale, "rl_sgd", "hub")
-        return rl_sgd_hub_step(data=hp(scale, "rl_sgd", "data"), rl_dataset=h["rl_dataset"],
-                               eval_datasets=h["eval_datasets"])
+        return rl_sgd_hub_step(
+            data=hp(scale, "rl_sgd", "data"), rl_dataset=h["rl_dataset"], eval_datasets=h["eval_datasets"]
+        )
     return hp(scale, "rl_sgd", "prompts")
 
 
 def rl_sgd_warmstart_cfg(scale, key):
     if rl_sgd_on_hub(scale):
-        return rl_sgd_hub_step(hub_id=hp(scale, "rl_sgd", "hub")["models"][int(key[1:])], key=key,
-                               eval=hp(scale, "rl_sgd", "eval"))
+        return rl_sgd_hub_step(
+            hub_id=hp(scale, "rl_sgd", "hub")["models"][int(key[1:])], key=key, eval=hp(scale, "rl_sgd", "eval")
+        )
     return {**hp(scale, "rl_sgd", "warmstart"), "widths": hp(scale, "rl_sgd", "widths")}
 
 
@@ -73,9 +81,13 @@ def rl_sgd_sft_cfg(scale):
     (hub path: with held-out decoding, solutions cut at grpo.max_new tokens, grpo.micro_batch)."""
     if rl_sgd_on_hub(scale):
         g = hp(scale, "rl_sgd", "grpo")
-        return rl_sgd_hub_step(sft=hp(scale, "rl_sgd", "sft"), seeds=hp(scale, "rl_sgd", "seeds"),
-                               eval=hp(scale, "rl_sgd", "eval"), max_len=g["max_new"],
-                               micro_batch=g.get("micro_batch"))
+        return rl_sgd_hub_step(
+            sft=hp(scale, "rl_sgd", "sft"),
+            seeds=hp(scale, "rl_sgd", "seeds"),
+            eval=hp(scale, "rl_sgd", "eval"),
+            max_len=g["max_new"],
+            micro_batch=g.get("micro_batch"),
+        )
     return {**hp(scale, "rl_sgd", "sft"), "seeds": hp(scale, "rl_sgd", "seeds")}
 
 
@@ -97,8 +109,13 @@ def rl_sgd_analysis_cfg(scale):
 
 
 # ---- GPU job sizes
-RL_SGD_OPTIMIZER = {"adamw": "adamw", "adam_nomom": "adam", "adam_noadapt": "adam", "sgd": "sgd",
-                    "sgd_mom": "sgd_momentum"}  # optimizer wildcard → its state in R.TRAIN_BYTES
+RL_SGD_OPTIMIZER = {
+    "adamw": "adamw",
+    "adam_nomom": "adam",
+    "adam_noadapt": "adam",
+    "sgd": "sgd",
+    "sgd_mom": "sgd_momentum",
+}  # optimizer wildcard → its state in R.TRAIN_BYTES
 
 
 def rl_sgd_model_spec(scale, key):
@@ -108,8 +125,15 @@ def rl_sgd_model_spec(scale, key):
         return hub_spec(hp(scale, "rl_sgd", "hub")["models"][int(key[1:])])
     width = int(key[1:])
     a = hp(scale, "rl_sgd", "warmstart", "arch")
-    model = {"d_model": width, "n_layers": a["n_layers"], "n_heads": a["n_heads"], "n_kv_heads": None,
-             "d_ff": int(width * a["ff_mult"]), "max_seq_len": a["max_seq_len"], "tie_embeddings": True}
+    model = {
+        "d_model": width,
+        "n_layers": a["n_layers"],
+        "n_heads": a["n_heads"],
+        "n_kv_heads": None,
+        "d_ff": int(width * a["ff_mult"]),
+        "max_seq_len": a["max_seq_len"],
+        "tie_embeddings": True,
+    }
     return R.spec_from_config(model, R.CHAR_VOCAB)
 
 
@@ -122,8 +146,9 @@ def rl_sgd_warmstart_job(wc):
     if not steps:
         return R.load_job(s, label="rl_sgd_warmstart")
     seq = w["arch"]["max_seq_len"]
-    return R.train_job(s, tokens=steps * w["batch_size"] * seq, seq=seq, batch=w["batch_size"],
-                       label="rl_sgd_warmstart")
+    return R.train_job(
+        s, tokens=steps * w["batch_size"] * seq, seq=seq, batch=w["batch_size"], label="rl_sgd_warmstart"
+    )
 
 
 def rl_sgd_grpo_job(wc):
@@ -132,19 +157,34 @@ def rl_sgd_grpo_job(wc):
     g, s = hp(wc.scale, "rl_sgd", "grpo"), rl_sgd_model_spec(wc.scale, wc.rs_b)
     seqs, seq = g["steps"] * g["n_prompts"] * g["group_size"], R.PROMPT_TOKENS + g["max_new"]
     batch = min(g["n_prompts"] * g["group_size"], R.DECODE_BATCH)
-    also = (R.Infer(s, seqs=seqs, prompt=R.PROMPT_TOKENS, gen=g["max_new"], batch=batch, shared=True),
-            R.Infer(s, seqs=seqs, prompt=seq, batch=1, shared=True))
+    also = (
+        R.Infer(s, seqs=seqs, prompt=R.PROMPT_TOKENS, gen=g["max_new"], batch=batch, shared=True),
+        R.Infer(s, seqs=seqs, prompt=seq, batch=1, shared=True),
+    )
     ref = R.weight_bytes(s) if g["beta"] else 0.0
-    return R.train_job(s, tokens=seqs * seq, seq=seq, batch=g["n_prompts"] * g["group_size"],
-                       optimizer=RL_SGD_OPTIMIZER[wc.rs_opt], also=also, extra_bytes=ref, label="rl_sgd_grpo")
+    return R.train_job(
+        s,
+        tokens=seqs * seq,
+        seq=seq,
+        batch=g["n_prompts"] * g["group_size"],
+        optimizer=RL_SGD_OPTIMIZER[wc.rs_opt],
+        also=also,
+        extra_bytes=ref,
+        label="rl_sgd_grpo",
+    )
 
 
 def rl_sgd_sft_job(wc):
     sf = hp(wc.scale, "rl_sgd", "sft")
     s = rl_sgd_model_spec(wc.scale, rl_sgd_base_keys(wc.scale)[-1])
     runs = len(sf["lrs"]) * len(hp(wc.scale, "rl_sgd", "seeds"))
-    return R.train_job(s, tokens=runs * sf["steps"] * sf["batch_size"] * R.PROMPT_TOKENS, seq=R.PROMPT_TOKENS,
-                       batch=sf["batch_size"], label="rl_sgd_sft")
+    return R.train_job(
+        s,
+        tokens=runs * sf["steps"] * sf["batch_size"] * R.PROMPT_TOKENS,
+        seq=R.PROMPT_TOKENS,
+        batch=sf["batch_size"],
+        label="rl_sgd_sft",
+    )
 
 
 def rl_sgd_lm_eval_job(wc):
@@ -152,6 +192,11 @@ def rl_sgd_lm_eval_job(wc):
     after the other, so the widest model sets the memory)."""
     e, tasks = hp(wc.scale, "rl_sgd", "eval"), hp(wc.scale, "rl_sgd", "hub")["lm_eval_tasks"]
     keys = [k[0] for k in rl_sgd_run_keys(wc.scale)] + rl_sgd_base_keys(wc.scale)
-    works = [w for k in keys for w in R.lm_eval_works(rl_sgd_model_spec(wc.scale, k), tasks,
-                                                       batch=e["lm_eval_batch_size"], limit=e["lm_eval_limit"])]
+    works = [
+        w
+        for k in keys
+        for w in R.lm_eval_works(
+            rl_sgd_model_spec(wc.scale, k), tasks, batch=e["lm_eval_batch_size"], limit=e["lm_eval_limit"]
+        )
+    ]
     return R.infer_job(works, label="rl_sgd_lm_eval")

@@ -8,8 +8,10 @@ def scope_member_dirs(scale):
     """The routing pool of SCOPE, in config order: shared pool members (results/{scale}/model_pool)
     and SCOPE's own extra members (results/{scale}/scope/members)."""
     own = {m["name"] for m in hp(scale, "scope", "extra_members")}
-    return [f"{RESULTS}/{scale}/scope/members/{m}" if m in own else f"{RESULTS}/{scale}/model_pool/members/{m}"
-            for m in hp(scale, "scope", "outcomes", "pool", "members")]
+    return [
+        f"{RESULTS}/{scale}/scope/members/{m}" if m in own else f"{RESULTS}/{scale}/model_pool/members/{m}"
+        for m in hp(scale, "scope", "outcomes", "pool", "members")
+    ]
 
 
 def scope_route_cfg(scale):
@@ -40,8 +42,16 @@ def scope_outcomes_job(wc):
     if not local:
         return None
     n = q["n_anchor"] + q["n_train"] + q["n_test"]
-    works = [R.Infer(R.spec_from_config(m["model"], R.CHAR_VOCAB), seqs=n, prompt=R.PROMPT_TOKENS,
-                     gen=pool["max_new_tokens"], batch=R.DECODE_BATCH) for m in local]
+    works = [
+        R.Infer(
+            R.spec_from_config(m["model"], R.CHAR_VOCAB),
+            seqs=n,
+            prompt=R.PROMPT_TOKENS,
+            gen=pool["max_new_tokens"],
+            batch=R.DECODE_BATCH,
+        )
+        for m in local
+    ]
     return R.infer_job(works, label="scope_outcomes")
 
 
@@ -50,8 +60,13 @@ def scope_sft_job(wc):
     if p["hub"]:
         return None  # the released predictor: a pointer, nothing trained
     seq = R.SEQ_TOKENS if p["hub"] else p["model"]["max_seq_len"]
-    return R.train_job(scope_predictor_spec(wc.scale), tokens=train_tokens(p["sft"], seq), seq=seq,
-                       batch=p["sft"]["batch_size"], label="scope_sft")
+    return R.train_job(
+        scope_predictor_spec(wc.scale),
+        tokens=train_tokens(p["sft"], seq),
+        seq=seq,
+        batch=p["sft"]["batch_size"],
+        label="scope_sft",
+    )
 
 
 def scope_grpo_job(wc):
@@ -62,11 +77,26 @@ def scope_grpo_job(wc):
     g, s = hp(wc.scale, "scope", "predictor", "grpo"), scope_predictor_spec(wc.scale)
     gen = hp(wc.scale, "scope", "outcomes", "pool", "max_new_tokens")
     seqs, seq = g["steps"] * g["prompts"] * g["group"], R.PROMPT_TOKENS + gen
-    also = (R.Infer(s, seqs=seqs, prompt=R.PROMPT_TOKENS, gen=gen, batch=min(g["prompts"] * g["group"], R.DECODE_BATCH),
-                    shared=True),
-            R.Infer(s, seqs=2 * seqs, prompt=seq, batch=1, shared=True))
-    return R.train_job(s, tokens=seqs * seq, seq=seq, batch=g["prompts"] * g["group"], also=also,
-                       extra_bytes=R.weight_bytes(s) if g["beta"] else 0.0, label="scope_grpo")
+    also = (
+        R.Infer(
+            s,
+            seqs=seqs,
+            prompt=R.PROMPT_TOKENS,
+            gen=gen,
+            batch=min(g["prompts"] * g["group"], R.DECODE_BATCH),
+            shared=True,
+        ),
+        R.Infer(s, seqs=2 * seqs, prompt=seq, batch=1, shared=True),
+    )
+    return R.train_job(
+        s,
+        tokens=seqs * seq,
+        seq=seq,
+        batch=g["prompts"] * g["group"],
+        also=also,
+        extra_bytes=R.weight_bytes(s) if g["beta"] else 0.0,
+        label="scope_grpo",
+    )
 
 
 # the outcome dataset's test questions (the official repository's README: 252 in-distribution test

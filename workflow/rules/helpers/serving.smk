@@ -28,8 +28,10 @@ def served_spec(scale, paper, spec, instance=None):
     """A config make_llm spec as the step gets it: `serve: <name>` → `base_url_file` (its address)."""
     if isinstance(spec, dict) and spec.get("serve"):
         if spec["serve"] not in serving_entries(scale, paper):
-            raise WorkflowError(f"invalid config in {config['scales_dir']}/{scale}.yaml: '{paper}': "
-                                f"serve {spec['serve']!r} is not an entry of {paper}.serving")
+            raise WorkflowError(
+                f"invalid config in {config['scales_dir']}/{scale}.yaml: '{paper}': "
+                f"serve {spec['serve']!r} is not an entry of {paper}.serving"
+            )
         return SERVING.resolve_spec(spec, serving_address(scale, paper, spec["serve"], instance))
     return spec
 
@@ -45,8 +47,7 @@ def serving_entry(wc):
     entries = serving_entries(wc.scale, wc.serve_paper)
     name = wc.serve_name.split("@")[0]
     if name not in entries:
-        raise WorkflowError(f"no served model {name!r} in {wc.serve_paper}.serving "
-                            f"(entries: {sorted(entries)})")
+        raise WorkflowError(f"no served model {name!r} in {wc.serve_paper}.serving " f"(entries: {sorted(entries)})")
     return entries[name]
 
 

@@ -6,16 +6,25 @@
 def siamesenorm_runs(scale):
     """Every (scheme, lr, seed) run directory of the sweep."""
     cfg = hp(scale, "siamesenorm")
-    return [f"{RESULTS}/{scale}/siamesenorm/runs/{s}_lr{fmt(lr)}_s{seed}"
-            for s in cfg["schemes"] for lr in cfg["lrs"] for seed in cfg["seeds"]]
+    return [
+        f"{RESULTS}/{scale}/siamesenorm/runs/{s}_lr{fmt(lr)}_s{seed}"
+        for s in cfg["schemes"]
+        for lr in cfg["lrs"]
+        for seed in cfg["seeds"]
+    ]
 
 
 def siamesenorm_steptime_cfg(scale):
     """The step-time section plus the sweep's model, batch shape and schemes."""
     cfg = hp(scale, "siamesenorm")
     run = cfg["run"]
-    return {**cfg["steptime"], "model": run["model"], "schemes": cfg["schemes"],
-            "batch_size": run["train"]["batch_size"], "seq_len": run["seq_len"]}
+    return {
+        **cfg["steptime"],
+        "model": run["model"],
+        "schemes": cfg["schemes"],
+        "batch_size": run["train"]["batch_size"],
+        "seq_len": run["seq_len"],
+    }
 
 
 # ---- GPU job sizes
@@ -27,16 +36,28 @@ def siamesenorm_model_spec(scale):
 def siamesenorm_train_job(wc):
     run = hp(wc.scale, "siamesenorm", "run")
     t = run["train"]
-    return R.train_job(siamesenorm_model_spec(wc.scale), tokens=train_tokens(t, run["seq_len"]), seq=run["seq_len"],
-                       batch=t["batch_size"], optimizer=t["optimizer"], parallel=True,
-                       replicated=ddp_replicas(wc.scale), label="siamesenorm_train")
+    return R.train_job(
+        siamesenorm_model_spec(wc.scale),
+        tokens=train_tokens(t, run["seq_len"]),
+        seq=run["seq_len"],
+        batch=t["batch_size"],
+        optimizer=t["optimizer"],
+        parallel=True,
+        replicated=ddp_replicas(wc.scale),
+        label="siamesenorm_train",
+    )
 
 
 def siamesenorm_steptime_job(wc):
     c, st = siamesenorm_steptime_cfg(wc.scale), hp(wc.scale, "siamesenorm", "steptime")
     steps = len(c["schemes"]) * (st["warmup"] + st["rounds"])
-    return R.train_job(siamesenorm_model_spec(wc.scale), tokens=steps * c["batch_size"] * c["seq_len"],
-                       seq=c["seq_len"], batch=c["batch_size"], label="siamesenorm_steptime")
+    return R.train_job(
+        siamesenorm_model_spec(wc.scale),
+        tokens=steps * c["batch_size"] * c["seq_len"],
+        seq=c["seq_len"],
+        batch=c["batch_size"],
+        label="siamesenorm_steptime",
+    )
 
 
 def siamesenorm_evaluate_job(wc):

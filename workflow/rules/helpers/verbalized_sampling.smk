@@ -30,7 +30,9 @@ def verbalized_sampling_model_arg(model):
 
 def verbalized_sampling_served(scale, vsmodel):
     """The address file of the server the generator talks to ([] for the tiny LM or a fixed base_url)."""
-    return served_inputs(scale, "verbalized_sampling", [hp(scale, "verbalized_sampling", "sample", "generators")[vsmodel]])
+    return served_inputs(
+        scale, "verbalized_sampling", [hp(scale, "verbalized_sampling", "sample", "generators")[vsmodel]]
+    )
 
 
 # ---- GPU job sizes
@@ -41,16 +43,27 @@ def verbalized_sampling_model_spec(scale):
 def verbalized_sampling_pretrain_job(wc):
     p = hp(wc.scale, "verbalized_sampling", "pretrain")
     seq = p["model"]["max_seq_len"]
-    return R.train_job(verbalized_sampling_model_spec(wc.scale), tokens=train_tokens(p["train"], seq), seq=seq,
-                       batch=p["train"]["batch_size"], label="verbalized_sampling_pretrain")
+    return R.train_job(
+        verbalized_sampling_model_spec(wc.scale),
+        tokens=train_tokens(p["train"], seq),
+        seq=seq,
+        batch=p["train"]["batch_size"],
+        label="verbalized_sampling_pretrain",
+    )
 
 
 def verbalized_sampling_dpo_job(wc):
     cfg = hp(wc.scale, "verbalized_sampling")
     d, seq = cfg["dpo"], cfg["pretrain"]["model"]["max_seq_len"]
     s = verbalized_sampling_model_spec(wc.scale)  # chosen + rejected through the policy, and the frozen reference
-    return R.train_job(s, tokens=2 * train_tokens(d["train"], seq), seq=seq, batch=2 * d["train"]["batch_size"],
-                       extra_bytes=R.weight_bytes(s), label="verbalized_sampling_dpo")
+    return R.train_job(
+        s,
+        tokens=2 * train_tokens(d["train"], seq),
+        seq=seq,
+        batch=2 * d["train"]["batch_size"],
+        extra_bytes=R.weight_bytes(s),
+        label="verbalized_sampling_dpo",
+    )
 
 
 def verbalized_sampling_sample_job(wc):
@@ -61,5 +74,15 @@ def verbalized_sampling_sample_job(wc):
     if (gen or {}).get("backend"):
         return None
     n = sm["n"] * len(sm["methods"]) * hp(wc.scale, "verbalized_sampling", "world", "n_topics")
-    return R.infer_job([R.Infer(verbalized_sampling_model_spec(wc.scale), seqs=n, prompt=R.PROMPT_TOKENS,
-                                gen=sm["max_new_tokens"], batch=R.DECODE_BATCH)], label="verbalized_sampling_sample")
+    return R.infer_job(
+        [
+            R.Infer(
+                verbalized_sampling_model_spec(wc.scale),
+                seqs=n,
+                prompt=R.PROMPT_TOKENS,
+                gen=sm["max_new_tokens"],
+                batch=R.DECODE_BATCH,
+            )
+        ],
+        label="verbalized_sampling_sample",
+    )

@@ -40,16 +40,29 @@ def wd_plasticity_model_spec(scale):
 def wd_plasticity_pretrain_job(wc):
     pre = hp(wc.scale, "wd_plasticity", "pretrain")
     t = pre["train"]
-    return R.train_job(wd_plasticity_model_spec(wc.scale), tokens=train_tokens(t, pre["seq_len"]), seq=pre["seq_len"],
-                       batch=t["batch_size"], optimizer=t["optimizer"], parallel=True,
-                       replicated=ddp_replicas(wc.scale), label="wd_plasticity_pretrain")
+    return R.train_job(
+        wd_plasticity_model_spec(wc.scale),
+        tokens=train_tokens(t, pre["seq_len"]),
+        seq=pre["seq_len"],
+        batch=t["batch_size"],
+        optimizer=t["optimizer"],
+        parallel=True,
+        replicated=ddp_replicas(wc.scale),
+        label="wd_plasticity_pretrain",
+    )
 
 
 def wd_plasticity_finetune_job(wc):
     ft, seq = hp(wc.scale, "wd_plasticity", "finetune"), hp(wc.scale, "wd_plasticity", "pretrain", "seq_len")
     t = ft["train"]  # one run per LR of the grid, in this job
-    return R.train_job(wd_plasticity_model_spec(wc.scale), tokens=len(ft["lrs"]) * train_tokens(t, seq), seq=seq,
-                       batch=t["batch_size"], optimizer=t["optimizer"], label="wd_plasticity_finetune")
+    return R.train_job(
+        wd_plasticity_model_spec(wc.scale),
+        tokens=len(ft["lrs"]) * train_tokens(t, seq),
+        seq=seq,
+        batch=t["batch_size"],
+        optimizer=t["optimizer"],
+        label="wd_plasticity_finetune",
+    )
 
 
 def wd_plasticity_evaluate_job(wc):
@@ -66,5 +79,7 @@ def wd_plasticity_evaluate_job(wc):
 def wd_plasticity_probes_job(wc):
     p, seq = hp(wc.scale, "wd_plasticity", "probes"), hp(wc.scale, "wd_plasticity", "pretrain", "seq_len")
     seqs = p["loss_batches"] * p["batch_size"] + p["n_val_sequences"]
-    return R.infer_job([R.Infer(wd_plasticity_model_spec(wc.scale), seqs=seqs, prompt=seq, batch=p["batch_size"])],
-                       label="wd_plasticity_probes")
+    return R.infer_job(
+        [R.Infer(wd_plasticity_model_spec(wc.scale), seqs=seqs, prompt=seq, batch=p["batch_size"])],
+        label="wd_plasticity_probes",
+    )
