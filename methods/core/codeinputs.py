@@ -22,12 +22,19 @@ so `step_files` computes them with `ast` alone (nothing is imported or executed;
   `from pkg import name` counted as the module `pkg.name` where that file exists. Every
   package `__init__.py` on an imported module's path counts as imported.
 
-Each file is parsed once per process (one Snakemake invocation).
+Each file is parsed once per process (one Snakemake invocation), and `cached_step` keeps the
+answers in `.snakemake/code-inputs.json` under the repository root, valid while no source file
+under ROOTS is added, removed or changed (size or modification time): a rerun parses nothing.
 """
 from __future__ import annotations
 
 import ast
+import atexit
 import copy
+import hashlib
+import json
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +57,8 @@ class CodeIndex:
         self._modules: dict[str, _Module | None] = {}
         self._imports: dict[str, frozenset[str]] = {}   # every import anywhere in the module
         self._closure: dict[str, frozenset[str]] = {}
+        self._tables: dict[str, dict[str, str | None]] = {}
+        self._steps: dict[tuple[str, str | None], frozenset[str]] = {}
 
     # ---- modules and files -------------------------------------------------------------
     def module(self, name: str) -> _Module | None:
@@ -131,6 +140,12 @@ class CodeIndex:
         self._closure[name] = frozenset(seen)
         return self._closure[name]
 
+    def table(self, mod: _Module) -> dict[str, str | None]:
+        """`dispatch_table` of a module, computed once."""
+        if mod.name not in self._tables:
+            self._tables[mod.name] = dispatch_table(mod.tree)
+        return self._tables[mod.name]
+
     # ---- the step's entry point --------------------------------------------------------
     def main_module(self, entry: str) -> _Module:
         """The module `python -m methods.<entry>` runs."""
@@ -143,14 +158,19 @@ class CodeIndex:
         return mod
 
     def step_modules(self, entry: str, sub: str | None = None) -> frozenset[str]:
-        """The repository modules `python -m methods.<entry> <sub>` can import."""
+        """The repository modules `python -m methods.<entry> <sub>` can import (computed once)."""
+        if (entry, sub) not in self._steps:
+            self._steps[(entry, sub)] = self._step_modules(entry, sub)
+        return self._steps[(entry, sub)]
+
+    def _step_modules(self, entry: str, sub: str | None) -> frozenset[str]:
         mod = self.main_module(entry)
         if sub is None:
             # a plain module run as a script (core.report): its main() and all it calls run
             seeds = set(self.imports(mod.name))
         else:
             funcs = _module_functions(mod.tree)
-            table = dispatch_table(mod.tree)
+            table = self.table(mod)
             target = table.get(sub)
             if target is None or not (target in funcs or target in _module_bound_names(mod.tree)):
                 # The sub-command's function could not be found (a parser pattern this resolver
@@ -338,5 +358,66 @@ def resolves(entry: str, sub: str, root: str | Path = ".") -> bool:
     construction (else `step_files` falls back to every import of its __main__)."""
     ix = index(root)
     mod = ix.main_module(entry)
-    target = dispatch_table(mod.tree).get(sub)
+    target = ix.table(mod).get(sub)
     return target is not None and (target in _module_functions(mod.tree) or target in _module_bound_names(mod.tree))
+
+
+# ---- answers kept across Snakemake invocations ---------------------------------------------
+CACHE_FILE = Path(".snakemake") / "code-inputs.json"
+_CACHES: dict[str, dict] = {}
+
+
+def _tree_stamp(root: Path) -> str:
+    """A digest of every source file under ROOTS: its path, size and modification time."""
+    h = hashlib.sha256()
+    for top in ROOTS:
+        for dirpath, dirnames, filenames in os.walk(root / top):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for f in sorted(filenames):
+                if f.endswith(".py"):
+                    st = os.stat(os.path.join(dirpath, f))
+                    h.update(f"{os.path.relpath(os.path.join(dirpath, f), root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _cache(root: Path) -> dict:
+    key = str(root.resolve())
+    if key not in _CACHES:
+        stamp, steps = _tree_stamp(root), {}
+        try:
+            doc = json.loads((root / CACHE_FILE).read_text(encoding="utf-8"))
+            if isinstance(doc, dict) and doc.get("stamp") == stamp and isinstance(doc.get("steps"), dict):
+                steps = doc["steps"]
+        except (OSError, ValueError):
+            pass  # no cache yet, or an unreadable one: recompute
+        _CACHES[key] = {"root": root, "stamp": stamp, "steps": steps, "dirty": False}
+        atexit.register(_save, _CACHES[key])
+    return _CACHES[key]
+
+
+def _save(cache: dict) -> None:
+    """Write the cache atomically; a read-only checkout just goes without one."""
+    if not cache["dirty"]:
+        return
+    path = cache["root"] / CACHE_FILE
+    try:
+        path.parent.mkdir(exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".code-inputs.")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"stamp": cache["stamp"], "steps": cache["steps"]}, fh)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def cached_step(entry: str, sub: str | None = None, root: str | Path = ".") -> tuple[list[str], bool]:
+    """(`step_files`, `resolves`) of a step — True for a module run as a script — from the cache
+    of the current source tree when it has them, else computed and added to it."""
+    cache = _cache(Path(root))
+    key = f"{entry} {sub or ''}"
+    hit = cache["steps"].get(key)
+    if not (isinstance(hit, dict) and isinstance(hit.get("files"), list) and isinstance(hit.get("resolves"), bool)):
+        hit = {"files": step_files(entry, sub, root), "resolves": sub is None or resolves(entry, sub, root)}
+        cache["steps"][key], cache["dirty"] = hit, True
+    return list(hit["files"]), hit["resolves"]

@@ -310,7 +310,11 @@ def load_yaml(path: str | Path) -> Any:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"{path}: cannot read config file: {getattr(e, 'strerror', None) or e}") from None
-    try:
+    try:  # libyaml's safe loader where PyYAML has it (same documents, ~10x faster) ...
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        pass
+    try:  # ... and on an error the pure-Python one, whose messages name the bad character
         return yaml.safe_load(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark

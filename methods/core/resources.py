@@ -164,10 +164,9 @@ def spec_from_config(model: dict, vocab: int, *, n_experts: int = 0, k: int = 0,
 
 
 def load_hub_models(path: str | Path) -> dict:
-    import yaml
+    from methods.core.config import load_yaml
 
-    with open(path) as f:
-        return yaml.safe_load(f)
+    return load_yaml(path)
 
 
 def hub_spec(table: dict, model_id: str) -> ModelSpec:

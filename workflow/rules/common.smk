@@ -95,13 +95,15 @@ def code(entry, step=None):
     `python -m methods.core.report` → code("core.report"). The files: its __main__ and
     packages, what __main__ imports at module level and in the sub-command's function, then
     everything those modules import, transitively (methods/core/codeinputs.py); a sorted list
-    of paths relative to the repository root."""
-    if step is not None and not codeinputs.resolves(entry, step, root=workflow.basedir):
+    of paths relative to the repository root. Kept in .snakemake/code-inputs.json until a source
+    file changes."""
+    files, found = codeinputs.cached_step(entry, step, root=workflow.basedir)
+    if not found:
         logger.warning(
             f"code({entry!r}, {step!r}): no such sub-command found in methods/{entry}/__main__.py; "
             "listing everything it imports"
         )
-    return codeinputs.step_files(entry, step, root=workflow.basedir)
+    return files
 
 
 def conda_env(wildcards):
