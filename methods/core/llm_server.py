@@ -159,15 +159,20 @@ class LLMServer:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "LLMServer":
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
+        """Serve in a background thread; a second call (`with LLMServer(...).start()`) is a no-op.
+        Two serving loops on one server would outlive `close`: `shutdown` stops one of them, and the
+        other then polls the closed socket in a busy loop."""
+        if self.thread is None:
+            self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+            self.thread.start()
         return self
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        if self.thread is not None:
+        if self.thread is not None:  # shutdown() waits for a serving loop: only when one runs
+            self.httpd.shutdown()
             self.thread.join(timeout=5)
+            self.thread = None
+        self.httpd.server_close()
 
     def __enter__(self) -> "LLMServer":
         return self.start()

@@ -177,3 +177,21 @@ def test_embedder_equals_handrolled_mean_pooling():
     ref = torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1).numpy()
     assert e == pytest.approx(ref, abs=1e-4)
     assert float(e[0] @ e[2]) < 0.5
+
+
+def _serving_threads() -> set:
+    import threading
+
+    return {t for t in threading.enumerate() if t.name.endswith("(serve_forever)")}
+
+
+def test_start_then_with_serves_once_and_close_stops_it():
+    """`with LLMServer(...).start() as s` starts one serving loop, not two, and leaving the block
+    stops it: a second loop would survive `close` and spin on the closed socket."""
+    before = _serving_threads()
+    with LLMServer(SimBackend(lambda p, rng: "ok"), model_name="sim").start() as s:
+        assert len(_serving_threads() - before) == 1
+        assert OpenAIBackend(s.base_url, "sim").generate(["x"], max_new_tokens=2) == [["ok"]]
+        s.start()  # again: still one loop
+        assert len(_serving_threads() - before) == 1
+    assert _serving_threads() - before == set()
