@@ -1,5 +1,5 @@
-"""`launcher` (workflow/rules/common.smk): a training rule's step starts as `python`, as
-`torchrun --standalone` over the job's GPUs on one node, or as one torchrun per node under
+"""`launcher` (workflow/rules/common.smk): a training rule's step starts as `python`, as the
+file-store launcher `python -m methods.core.distributed` over the job's GPUs on one node, or as one torchrun per node under
 `srun` when the job spans nodes; impossible geometries fail at planning time with one line."""
 import re
 
@@ -26,7 +26,7 @@ def test_launch_follows_the_jobs_gpus_and_nodes(tmp_path):
     for c in got["dag_moe train"]:          # paper default: one GPU, one process
         assert c.startswith("Shell command: python -m methods.dag_moe train"), c
     for c in got["wd_plasticity pretrain"]:
-        assert c.startswith("Shell command: torchrun --standalone --nproc-per-node 4 -m methods."), c
+        assert c.startswith("Shell command: python -m methods.core.distributed --nproc-per-node 4 -m methods."), c
     for c in got["siamesenorm train"]:
         assert re.match(r"Shell command: RDZV_PORT=\d+ srun --nodes 2 --ntasks-per-node 1 --gpus-per-task 8 "
                         r"--cpus-per-task \d+ bash workflow/scripts/torchrun-slurm.sh 8 -m methods.siamesenorm train ", c), c

@@ -265,9 +265,10 @@ def launcher(wildcards, threads, resources):
     the job's `resources.gpu` (GPUs of the job, all nodes together) and `resources.nodes`
     (default 1):
     - gpu <= 1: `python`, one process on the runtime's device (CPU or the job's GPU);
-    - gpu = G > 1 on one node: `torchrun --standalone --nproc-per-node G`, G workers of this
-      host (rendezvous on localhost, on a free port torchrun picks); methods/core/distributed.py
-      binds worker r to GPU r and train() runs the runtime's `distributed` strategy (ddp|fsdp);
+    - gpu = G > 1 on one node: `python -m methods.core.distributed --nproc-per-node G`, G ranks
+      of this host that meet through a file store in a private directory (no port opened; torchrun
+      --standalone keeps TCP stores listening on every interface); methods/core/distributed.py
+      binds rank r to GPU r and train() runs the runtime's `distributed` strategy (ddp|fsdp);
     - nodes = N > 1: `srun --nodes N --ntasks-per-node 1 ... torchrun-slurm.sh G/N`, one torchrun
       per node that meets the others at a c10d rendezvous on the job's first node, found as
       `scontrol show hostnames $SLURM_JOB_NODELIST | head -1` inside the srun task (the SLURM
@@ -277,7 +278,7 @@ def launcher(wildcards, threads, resources):
     gpus = int(resources.get("gpu", 0) or 0)
     nodes = int(resources.get("nodes", 1) or 1)
     if nodes <= 1:
-        return "python" if gpus <= 1 else f"torchrun --standalone --nproc-per-node {gpus}"
+        return "python" if gpus <= 1 else f"python -m methods.core.distributed --nproc-per-node {gpus}"
     if gpus % nodes:
         raise WorkflowError(f"resources: gpu={gpus} is not a multiple of nodes={nodes} (GPUs per node must be equal)")
     if not resources.get("mpi"):
