@@ -46,6 +46,8 @@ def test_check_serving_defaults_and_errors():
                        ({"a": {"engine": "vllm"}}, "p.serving.a.model"),
                        ({"a": {"model": "m", "gpus": 0}}, "p.serving.a.gpus"),
                        ({"a": {"model": "m", "args": "--x"}}, "p.serving.a.args"),
+                       ({"a": {"model": "m", "args": ["--api-key", "sk-1"]}}, "set VLLM_API_KEY in the environment"),
+                       ({"a": {"model": "m", "args": ["--hf-token=hf_x"]}}, "--hf-token would put a secret"),
                        ({"a b": {"model": "m"}}, "p.serving.a b"),
                        ([1], "expected a mapping")]:
         with pytest.raises(InputError, match=None) as e:

@@ -9,7 +9,9 @@ A paper names the models it serves in its own `serving:` sub-section of its scal
 - `engine`: `vllm` (`vllm serve <model>`, OpenAI-compatible) or `local` (our
   `python -m methods.core.llm_server`, tests and CPU runs);
 - `gpus`: the GPUs the server needs (null = sized from the model's weights, methods/core/resources.py);
-- `args`: extra command-line arguments of the engine (e.g. `["--max-model-len", "8192"]`).
+- `args`: extra command-line arguments of the engine (e.g. `["--max-model-len", "8192"]`); a
+  flag that carries a secret (`--api-key`, `--hf-token`) is refused: the engine reads it from
+  the environment (VLLM_API_KEY, HF_TOKEN).
 
 A make_llm spec that says `serve: <name>` instead of `base_url` is a client of that server: the
 workflow adds the server's address file as an input of the consumer rule (a Snakemake `service()`
@@ -34,6 +36,9 @@ from methods.core.results import InputError
 
 ENGINES = ("vllm", "local")
 ENTRY_KEYS = {"model", "engine", "gpus", "args", "ready_timeout_s"}
+# engine flags whose value is a secret: on the command line it would be kept in Snakemake's job
+# records and logs; each has an environment variable the engine reads instead
+SECRET_FLAGS = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
 DAG_PREFIX = "dag:"
 
 
@@ -65,6 +70,11 @@ def check_serving(serving: Any, key: str) -> dict[str, dict]:
         args = e.get("args") or []
         if not isinstance(args, list) or not all(isinstance(x, (str, int, float)) for x in args):
             raise InputError(f"config key '{where}.args': expected a list of command-line words")
+        for word in map(str, args):
+            flag = word.split("=", 1)[0]
+            if flag in SECRET_FLAGS:
+                raise InputError(f"config key '{where}.args': {flag} would put a secret on the job's command line "
+                                 f"(kept in Snakemake's records); set {SECRET_FLAGS[flag]} in the environment instead")
         rt = e.get("ready_timeout_s", 1800)
         if not isinstance(rt, (int, float)) or rt <= 0:
             raise InputError(f"config key '{where}.ready_timeout_s': expected a positive number, got {rt!r}")
