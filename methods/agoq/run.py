@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from methods.agoq.config import RunSection, Variant
-from methods.core.results import InputError, provenance
+from methods.core.results import InputError, dumps as strict_dumps, provenance
 
 
 @dataclass
@@ -181,8 +181,8 @@ def _worker(rank: int, world: int, rdzv_dir: str, cfg: RunConfig, data_dir: str,
             "provenance": provenance(asdict(cfg), cfg.seed, wall),
         }
         save_model(model, tok, out_dir, extra_files={
-            "train_log.jsonl": "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows),
-            "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
+            "train_log.jsonl": "".join(strict_dumps(r, sort_keys=True) + "\n" for r in rows),
+            "train_summary.json": strict_dumps(summary, indent=2, sort_keys=True) + "\n"})
     dist.barrier()
     dist.destroy_process_group()
 

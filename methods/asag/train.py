@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from methods.core.results import InputError, atomic_path
+from methods.core.results import InputError, atomic_path, dumps as strict_dumps
 
 from .config import TrainRunConfig
 from .data import Vocab
@@ -74,7 +74,7 @@ def train_tiny(cfg: TrainRunConfig, data_dir: str | Path, out_dir: str | Path, s
         model.save_pretrained(tmp, safe_serialization=True)
         hf_tokenizer(vocab).save_pretrained(tmp)  # tokenizer.json + tokenizer_config.json
         (tmp / "vocab.json").write_text(json.dumps(vocab.words))
-        (tmp / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows_log))
+        (tmp / "train_log.jsonl").write_text("".join(strict_dumps(r) + "\n" for r in rows_log))
     n_params = sum(p.numel() for p in model.parameters())
     return {"val_loss": rows_log[-1].get("val_loss"), "n_params": n_params}
 

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Callable, Literal
 
+from methods.core.results import dumps as strict_dumps
+
 from .config import Check, NonNeg, NonNegInt, PosInt, Positive, Prob, key_error
 from .results import InputError, atomic_path, config_hash
 
@@ -190,7 +192,7 @@ def _save_checkpoint(path: Path, model, opt, step: int, rows: list[dict], run: s
         return
     with atomic_path(path) as tmp:
         torch.save({"model": model_state, "optimizer": opt_state, "step": step, "run_hash": run,
-                    "rows": [json.dumps(r, sort_keys=True) for r in rows]}, tmp)
+                    "rows": [strict_dumps(r, sort_keys=True) for r in rows]}, tmp)
 
 
 def _load_checkpoint(path: Path, model, opt, run: str | None = None) -> tuple[int, list[dict]] | None:
@@ -332,7 +334,7 @@ def train(model, batch_fn: Callable[[int], dict], cfg: TrainConfig, *,
               f"over {cfg.steps - start} steps", file=sys.stderr)
     if log_path is not None and main:
         with atomic_path(log_path) as tmp:
-            tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+            tmp.write_text("".join(strict_dumps(r, sort_keys=True) + "\n" for r in rows))
     if ckpt is not None and main and ckpt.exists():
         ckpt.unlink()
     distributed.reshard(model)  # FSDP: leave with sharded parameters (an eval forward unshards the root)

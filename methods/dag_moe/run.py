@@ -2,7 +2,6 @@
 (D2, step 4) and the side-by-side step-time measurement (D3's latency, reported only)."""
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
@@ -13,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from methods.core.models import save_trained
-from methods.core.results import InputError
+from methods.core.results import InputError, dumps as strict_dumps
 from methods.core.runtime import current
 from methods.core.train import TrainConfig, train
 from methods.dag_moe.config import ArchConfig, ComposeSection, DownstreamSection, LMSection, MoEConfig, TimingConfig
@@ -149,7 +148,7 @@ def train_lm(cfg: LMConfig, arch: ArchConfig, arch_name: str, seed: int, data_di
                "val_curve": [[r["step"], r["val_loss"]] for r in rows if "val_loss" in r],
                "train_loss_final": next(r["loss"] for r in reversed(rows) if "loss" in r)}
     save_trained(model, tok, out_dir, extra_files={
-        "train_log.jsonl": "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)})
+        "train_log.jsonl": "".join(strict_dumps(r, sort_keys=True) + "\n" for r in rows)})
     return metrics
 
 

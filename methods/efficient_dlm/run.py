@@ -6,7 +6,7 @@ import random
 import time
 from pathlib import Path
 
-from methods.core.results import InputError, write_text
+from methods.core.results import InputError, dumps as strict_dumps, write_text
 
 from .config import ArConfig, ConvertConfig, DataConfig, EvalConfig
 
@@ -76,7 +76,7 @@ def build_data(cfg: DataConfig, out: str, tokenizer: str | None = None, tokens: 
     o.mkdir(parents=True, exist_ok=True)
     save_tokenizer(tok, o / "tokenizer")
     write_text(o / "train.txt", text)
-    write_text(o / "eval.jsonl", "".join(json.dumps(r) + "\n" for r in evals))
+    write_text(o / "eval.jsonl", "".join(strict_dumps(r) + "\n" for r in evals))
     return {"docs": len(docs), "eval": len(evals), "vocab": len(tok)}
 
 
@@ -139,7 +139,7 @@ def _train_ar(cfg: ArConfig, data: str):
     stream = _stream(data, tok, cfg.seq_len)
     model = build_model(cfg.model, tok, cfg.seed)
     rows = train(model, lambda s: stream.batch(s, cfg.train.batch_size, cfg.seed), cfg.train, desc="ar")
-    return model, tok, rows[-1], {"train_log.json": json.dumps(rows)}
+    return model, tok, rows[-1], {"train_log.json": strict_dumps(rows)}
 
 
 def diffusion_mask_id(tok, model=None) -> int:
@@ -194,7 +194,7 @@ def convert(cfg: ConvertConfig, variant: str, ar: str, data: str, out: str):
 
     rows = train(model, batch_fn, cfg.train, loss_fn=loss_fn, desc=f"convert {variant}")
     save_model(model, tok, out, {"variant.json": json.dumps({"variant": variant, "seed": cfg.seed, **spec}),
-                                 "train_log.json": json.dumps(rows)})
+                                 "train_log.json": strict_dumps(rows)})
     return rows[-1]
 
 

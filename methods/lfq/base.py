@@ -3,11 +3,11 @@ trainer on the PCFG + running-sum stream. At paper scale `hub_id` names the real
 this step only copies it into a local model directory (no training)."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 from methods.core.models import build_model, hub_or_trained_base
+from methods.core.results import dumps as strict_dumps
 from methods.core.train import evaluate_loss, train
 
 from .config import BaseConfig
@@ -39,4 +39,4 @@ def _train(cfg: BaseConfig, data_dir: str | Path):
                "final_train_loss": next(r["loss"] for r in reversed(rows) if "loss" in r)}
     # the log goes into the atomically written directory, so a crash leaves no half model
     return model, tok, summary, {
-        "train_log.json": json.dumps({"rows": rows, "summary": summary}, indent=2, sort_keys=True) + "\n"}
+        "train_log.json": strict_dumps({"rows": rows, "summary": summary}, indent=2, sort_keys=True) + "\n"}

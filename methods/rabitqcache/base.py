@@ -5,11 +5,10 @@ model and this step copies it into a local model directory instead of training."
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from methods.core.models import build_model, hub_or_trained_base
-from methods.core.results import InputError, read_jsonl
+from methods.core.results import InputError, dumps as strict_dumps, read_jsonl
 from methods.core.train import evaluate_loss, train
 
 from .config import BaseConfig
@@ -76,4 +75,4 @@ def _train(cfg: BaseConfig, data_dir: str | Path):
                "n_params": sum(p.numel() for p in model.parameters()),
                "final_train_loss": next(r["loss"] for r in reversed(rows) if "loss" in r)}
     return model, tok, summary, {
-        "train_log.json": json.dumps({"rows": rows, "summary": summary}, indent=2, sort_keys=True) + "\n"}
+        "train_log.json": strict_dumps({"rows": rows, "summary": summary}, indent=2, sort_keys=True) + "\n"}

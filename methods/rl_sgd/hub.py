@@ -34,7 +34,7 @@ from pathlib import Path
 
 from methods.core.answers import last_boxed
 from methods.core.config import NonNegInt, PosInt
-from methods.core.results import InputError, read_json, write_json, write_jsonl
+from methods.core.results import InputError, dumps as strict_dumps, read_json, write_json, write_jsonl
 
 from .config import DataConfig, EvalConfig, GRPOConfig, SFTConfig
 
@@ -352,9 +352,9 @@ def grpo_run(cfg: GRPOStep, opt_name: str, lr: float, seed: int, base_dir: str, 
          "state_bytes": optim.state_bytes(opt),
          "mean_reward_last10": sum(r["reward"] for r in rows[-10:]) / len(rows[-10:]),
          "wall_s": time.perf_counter() - t0, "config": raw}
-    log = "".join(json.dumps(r) + "\n" for r in rows)
-    save_model(model, tok, out, extra_files={"meta.json": json.dumps(s, indent=1), "log.jsonl": log,
-                                             "summary.json": json.dumps(s, indent=1)})
+    log = "".join(strict_dumps(r) + "\n" for r in rows)
+    save_model(model, tok, out, extra_files={"meta.json": strict_dumps(s, indent=1), "log.jsonl": log,
+                                             "summary.json": strict_dumps(s, indent=1)})
     return s
 
 

@@ -19,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from methods.core.nn import RMSNorm
-from methods.core.results import InputError, atomic_path, read_json
+from methods.core.results import InputError, atomic_path, dumps as strict_dumps, read_json
 
 NORM_EPS = 1e-5        # the RMSNorm ε of every norm of the tiny LM
 ROPE_THETA = 10000.0   # Llama's default rotary base
@@ -173,7 +173,7 @@ def save(model, out_dir: str | Path, extra: dict | None = None) -> None:
                   metadata={"format": "pt"})
         (tmp / "config.json").write_text(json.dumps(hf_config(model.config), indent=1))
         if extra:
-            (tmp / "meta.json").write_text(json.dumps(extra, indent=1))
+            (tmp / "meta.json").write_text(strict_dumps(extra, indent=1))
 
 
 def load(path: str | Path) -> TinyLM:

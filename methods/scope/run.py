@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from methods.core.model_pool import pool
-from methods.core.results import InputError, atomic_path, read_json, write_json
+from methods.core.results import InputError, atomic_path, dumps as strict_dumps, read_json, write_json
 
 from . import core
 from .config import OutcomeConfig, PredictorConfig, QueryConfig
@@ -248,7 +248,7 @@ def write_hub_predictor(cfg: PredictorConfig, variant: str, k: int, out: str | P
     decoding); the no-anchor variant is the same model prompted with k = 0 anchors."""
     info = {"variant": variant, "k": k, "hub": cfg.hub, "decode": asdict(cfg.decode)}
     with atomic_path(out, is_dir=True) as tmp:
-        (Path(tmp) / PREDICTOR_INFO).write_text(json.dumps(info, indent=1))
+        (Path(tmp) / PREDICTOR_INFO).write_text(strict_dumps(info, indent=1))
     return info
 
 
@@ -333,7 +333,7 @@ def train_sft(cfg: PredictorConfig, outcomes: str, variant: str, out: str | Path
     info = {"variant": variant, "k": k, "n_examples": len(pairs), "log": rows,
             "n_params": sum(p.numel() for p in model.parameters())}
     torch.set_grad_enabled(False)
-    save_model(model, tok, out, {"scope_predictor.json": json.dumps(info, indent=1)})
+    save_model(model, tok, out, {"scope_predictor.json": strict_dumps(info, indent=1)})
     return info
 
 
@@ -391,7 +391,7 @@ def train_grpo(cfg: PredictorConfig, outcomes: str, sft_dir: str, out: str | Pat
             print(json.dumps(log[-1]), flush=True)
     info = {"variant": "rl", "k": cfg.k_prompt, "log": log}
     torch.set_grad_enabled(False)
-    save_model(policy, tok, out, {"scope_predictor.json": json.dumps(info, indent=1)})
+    save_model(policy, tok, out, {"scope_predictor.json": strict_dumps(info, indent=1)})
     return info
 
 

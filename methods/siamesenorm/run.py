@@ -7,7 +7,6 @@ in the same order, the same schedule.
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, replace
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from methods.core import distributed
 from methods.core.models import save_trained
-from methods.core.results import InputError, provenance
+from methods.core.results import InputError, dumps as strict_dumps, provenance
 from methods.core.shards import ShardedTokenStream
 from methods.core.tokenizer import load_tokenizer
 from methods.core.train import evaluate_loss, train
@@ -85,5 +84,5 @@ def train_run(cfg: RunConfig, scheme: str, lr: float, seed: int, data_dir: str |
         "provenance": provenance(asdict(cfg), seed, wall),
     }
     save_trained(model, tok, out_dir, log_path=log, extra_files={
-        "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
+        "train_summary.json": strict_dumps(summary, indent=2, sort_keys=True) + "\n"})
     return summary

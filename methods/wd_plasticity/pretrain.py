@@ -6,14 +6,13 @@ runs that differ only in λ see the same batches in the same order from the same
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from methods.core import distributed
 from methods.core.models import build_model, save_trained
-from methods.core.results import provenance
+from methods.core.results import dumps as strict_dumps, provenance
 from methods.core.shards import ShardedTokenStream
 from methods.core.tokenizer import load_tokenizer
 from methods.core.train import evaluate_loss, train
@@ -65,5 +64,5 @@ def pretrain(cfg: PretrainConfig, weight_decay: float, seed: int, shards_dir: st
                "config": {"model": asdict(cfg.model), "train": asdict(tcfg), "seq_len": cfg.seq_len},
                "provenance": provenance(asdict(cfg), seed, wall)}
     save_trained(model, tok, out_dir, log_path=log, extra_files={
-        "train_summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n"})
+        "train_summary.json": strict_dumps(summary, indent=2, sort_keys=True) + "\n"})
     return summary

@@ -511,3 +511,21 @@ def test_evaluate_loss_is_token_weighted_mean_ce():
                  for b in batches]
     assert got == pytest.approx(want, rel=1e-6)
     assert abs(sum(per_batch) / len(per_batch) - want) > 1e-4
+
+
+def test_a_nan_loss_is_logged_as_null_in_strict_json(tmp_path):
+    """A diverged run (NaN loss and gradients) still leaves a log every JSON reader can parse:
+    the non-finite values are written as null (RFC 8259 has no NaN)."""
+    import json
+
+    cfg = T.TrainConfig(steps=3, batch_size=1, lr=0.05, log_every=1)
+    model = InjectedGradModel(grads={"w": torch.full((4, 3), float("nan"))})
+    with torch.no_grad():
+        model.s.fill_(float("nan"))  # logits, hence the loss, are NaN from the first step
+    T.train(model, const_batch, cfg, log_path=tmp_path / "log.jsonl")
+
+    def refuse(name):
+        raise ValueError(f"not strict JSON: {name}")
+
+    rows = [json.loads(line, parse_constant=refuse) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all(r["loss"] is None for r in rows)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from methods.core.config import from_dict
-from methods.core.results import InputError, read_json, write_jsonl
+from methods.core.results import InputError, dumps as strict_dumps, read_json, write_jsonl
 
 from . import tasks
 from .config import Config as PoolConfig, MemberConfig
@@ -90,7 +90,7 @@ def _train_lm(pairs, model_cfg, train_cfg, seed, data_dir, out, extra):
     extra = {**extra, "n_params": sum(p.numel() for p in model.parameters()), "log": rows,
              "n_train_pairs": len(pairs)}
     torch.set_grad_enabled(False)
-    save_model(model, tok, out, {"pool_member.json": json.dumps(extra, indent=1)})
+    save_model(model, tok, out, {"pool_member.json": strict_dumps(extra, indent=1)})
     return extra
 
 
@@ -313,7 +313,7 @@ def train_verifier(cfg: PoolConfig, data_dir: str | Path, out: str | Path,
             "log": rows, "n_train_sequences": len(ex),
             "n_sampled_sequences": len(samp), **final}
     torch.set_grad_enabled(False)
-    save_model(model, tok, out, {"pool_member.json": json.dumps(info, indent=1)})
+    save_model(model, tok, out, {"pool_member.json": strict_dumps(info, indent=1)})
     return info
 
 
