@@ -16,7 +16,8 @@ from typing import Any, Iterable
 
 from .results import InputError
 
-__all__ = ["load_npz", "load_parquet", "load_pt", "load_safetensors", "safetensors_keys", "safetensors_tensor"]
+__all__ = ["load_npz", "load_parquet", "load_pt", "load_safetensors", "load_weights", "safetensors_keys",
+           "safetensors_tensor"]
 
 
 def _checked(path: str | os.PathLike, kind: str) -> Path:
@@ -172,3 +173,27 @@ def load_parquet(path: str | os.PathLike, columns: Iterable[str] | None = None):
         raise _corrupt(p, "parquet", e) from None
     _require(p, "parquet", df.columns, columns)
     return df
+
+
+def load_weights(module, state: Any, path: str | os.PathLike) -> None:
+    """`module.load_state_dict(state)` (strict) for weights read from `path`; weights that do not
+    fit the module (missing or unexpected tensor names, other shapes, not a mapping) are a
+    one-line InputError naming the file, not torch's multi-line RuntimeError."""
+    if not isinstance(state, dict):
+        raise InputError(f"weights in {path}: expected a mapping of tensor names to tensors, got {type(state).__name__}")
+    own = module.state_dict()
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+
+    def shown(keys):
+        return ", ".join(map(str, keys[:3])) + (f" (+{len(keys) - 3} more)" if len(keys) > 3 else "")
+
+    if missing or unexpected:
+        parts = ([f"missing {shown(missing)}"] if missing else []) + ([f"unexpected {shown(unexpected)}"] if unexpected else [])
+        raise InputError(f"weights in {path} do not fit the model: {'; '.join(parts)}")
+    for k, v in own.items():
+        got = getattr(state[k], "shape", None)
+        if got is None or tuple(got) != tuple(v.shape):
+            raise InputError(f"weights in {path}: tensor {k!r} has shape {None if got is None else tuple(got)}, "
+                             f"the model's is {tuple(v.shape)}")
+    module.load_state_dict(state)

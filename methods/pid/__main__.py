@@ -212,7 +212,7 @@ def _reweight(a):
     items = {k: v[: rc.n_ft] for k, v in data["train"].items()}
     from .run import load
 
-    base = load(cfg, states[ck], omni=False)
+    base = load(cfg, states[ck], omni=False, source=f"{path} [{ck!r}]")
     sc = pid_scores(pc, base, data["profile"], items)
     w_pid = weights_from(sc, rc)
     test = data["test"]

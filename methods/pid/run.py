@@ -101,9 +101,11 @@ def train_mix(cfg: TrainConfig, data: dict, mix: str) -> dict:
     return out
 
 
-def load(cfg: TrainConfig, state, omni: bool) -> Fusion:
+def load(cfg: TrainConfig, state, omni: bool, source="the models file") -> Fusion:
+    from methods.core.safeload import load_weights
+
     m = Fusion(MODS["av" if omni else "vl"], cfg.d, cfg.hidden, cfg.jitter)
-    m.load_state_dict(state)
+    load_weights(m, state, source)
     m.eval()
     return m
 

@@ -102,11 +102,15 @@ def save(model, m: ModelConfig, moe: MoEConfig, vocab_size: int, path: str | Pat
 
 
 def load(path: str | Path):
-    from methods.core.safeload import load_pt
+    from methods.core.results import InputError
+    from methods.core.safeload import load_pt, load_weights
 
     obj = load_pt(path, keys=("model", "moe", "vocab_size", "state", "meta"))
-    m, moe = ModelConfig(**obj["model"]), MoEConfig(**obj["moe"])
+    try:
+        m, moe = ModelConfig(**obj["model"]), MoEConfig(**obj["moe"])
+    except TypeError as e:
+        raise InputError(f"{path}: the saved model config does not fit this code: {e}") from None
     model = build(m, moe, obj["vocab_size"], 0)
-    model.load_state_dict(obj["state"])
+    load_weights(model, obj["state"], path)
     model.eval()
     return model, m, moe, obj

@@ -202,3 +202,26 @@ def test_unreadable_file(tmp_path):
             S.load_pt(p)
     finally:
         p.chmod(0o644)
+
+
+def test_load_weights_refuses_weights_that_do_not_fit(tmp_path):
+    """Strict loading with one-line errors: a renamed tensor, an extra one, another shape, a
+    non-mapping; weights that fit load exactly as torch's own load_state_dict."""
+    import torch
+
+    from methods.core.safeload import load_weights
+
+    torch.manual_seed(0)
+    src, dst = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    good = src.state_dict()
+    load_weights(dst, good, "w.pt")
+    assert all(torch.equal(dst.state_dict()[k], v) for k, v in good.items())
+    cases = [({"weight": good["weight"], "bias_renamed": good["bias"]}, "missing bias; unexpected bias_renamed"),
+             ({**good, "extra": torch.zeros(1)}, "unexpected extra"),
+             ({"weight": torch.zeros(2, 4), "bias": good["bias"]}, "tensor 'weight' has shape (2, 4), the model's is (2, 3)"),
+             ([good["weight"]], "expected a mapping of tensor names to tensors, got list")]
+    for state, words in cases:
+        with pytest.raises(InputError) as e:
+            load_weights(torch.nn.Linear(3, 2), state, tmp_path / "w.pt")
+        msg = str(e.value)
+        assert words in msg and str(tmp_path / "w.pt") in msg and "\n" not in msg, msg

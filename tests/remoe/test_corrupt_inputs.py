@@ -117,3 +117,18 @@ def test_gate_file_damage(tmp_path):
     torch.save([1, 2], p)
     with pytest.raises(InputError, match="not a dict"):
         M.load(p)
+
+
+@pytest.mark.parametrize("moe,words", [({"bogus": 1}, "the saved model config does not fit"),
+                                       (SEC["pretrain"]["moe"], "do not fit the model: missing")])
+def test_finetune_base_that_does_not_fit_is_one_line(corpus, tmp_path, capsys, moe, words):
+    """A readable checkpoint whose config or tensor names are not this model's: one line naming
+    the file (torch's load_state_dict error is many lines)."""
+    base = tmp_path / "base.pt"
+    torch.save({"model": SEC["pretrain"]["model"], "moe": moe, "vocab_size": 3, "state": {"w": torch.zeros(2)},
+                "meta": {}}, base)
+    out = tmp_path / "ft.pt"
+    rc, err = _run(["finetune", "--config", json.dumps(_ft_cfg()), "--base", str(base), "--data", str(corpus),
+                    "--out", str(out), "--log_json", str(tmp_path / "log.json"), "--threads", "1"], capsys)
+    assert rc == 2 and len(err) == 1 and words in err[0] and str(base) in err[0], err
+    assert not out.exists()
