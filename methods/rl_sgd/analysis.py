@@ -66,9 +66,8 @@ def _width_gap(m, intervals, inconclusive, notes, seed_ratios, small, large) -> 
     short = [f"d={w}: {len(r)} matched seed{'s' if len(r) != 1 else ''}" + (f", unmatched {u}" if u else "")
              for w, r, u in ((small, rs, un_s), (large, rl, un_l)) if len(r) < 2 or u]
     if short:
-        inconclusive["r2_width_gap"] = ("a width trend needs every seed matched and ≥ 2 seeds at each width for an "
-                                        "interval ("
-                                        + "; ".join(short) + ")")
+        inconclusive["r2_width_gap"] = ("a width trend needs every seed matched and ≥ 2 seeds at each width for "
+                                        f"an interval ({'; '.join(short)})")
         return
     ci = stats.ttest_ind(rs, rl, equal_var=False).confidence_interval(0.95)
     intervals["r2_width_gap"] = interval_record(float(ci.low), float(ci.high), method="welch_t",
