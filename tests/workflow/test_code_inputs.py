@@ -29,6 +29,8 @@ from .conftest import ROOT, snakemake
 
 ROOTS = ("methods", "kernels")
 STEP = re.compile(r"-m methods\.([\w.]+)(?: ([A-Za-z][\w-]*))?")
+# the one-node multi-GPU launcher in front of a step (`launcher` in workflow/rules/common.smk)
+LAUNCHER = re.compile(r"-m methods\.core\.distributed --nproc-per-node \d+ ")
 
 
 # ---- the rules, their steps and their inputs, as Snakemake plans them ----------------------
@@ -47,7 +49,7 @@ def _jobs(dry_run: str) -> dict[str, tuple[str, str | None, frozenset[str]]]:
             if rule == "all":  # the target rule runs nothing
                 rule = None
                 continue
-            step = STEP.search(line)
+            step = STEP.search(LAUNCHER.sub("", line))
             assert step, f"{rule}: no `-m methods.<entry> <step>` in {line[:200]}"
             got = (step.group(1), step.group(2), inputs)
             assert out.setdefault(rule, got) == got, f"{rule}: jobs differ in their step or code inputs"
