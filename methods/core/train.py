@@ -16,10 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Callable, Literal
 
-from methods.core.results import dumps as strict_dumps
-
 from .config import Check, NonNeg, NonNegInt, PosInt, Positive, Prob, key_error
-from .results import InputError, atomic_path, config_hash
+from .results import InputError, atomic_path, config_hash, dumps as strict_dumps
 
 _Beta = Annotated[float, Check(minimum=0, exclusive_maximum=1)]  # an Adam β ∈ [0, 1)
 

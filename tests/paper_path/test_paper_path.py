@@ -86,13 +86,10 @@ def _failed_logs(out: Path, paper: str) -> str:
 
 
 def _job_seconds(out: Path, paper: str) -> float:
-    """Summed wall time of the paper's jobs (Snakemake's benchmark files)."""
-    total = 0.0
-    for tsv in (out / "results" / "paper" / paper).rglob("benchmarks/*.tsv"):
-        rows = tsv.read_text().splitlines()
-        if len(rows) > 1:
-            total += float(rows[1].split("\t")[0])
-    return total
+    """Summed wall time of the paper's jobs (Snakemake's benchmark files, read as the report does)."""
+    from methods.core.report import read_benchmarks
+
+    return float(read_benchmarks(out / "results" / "paper" / paper)["s"].sum())
 
 
 @pytest.mark.parametrize("paper", READY + [
