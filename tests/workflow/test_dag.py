@@ -172,6 +172,20 @@ def dry_run_jobs(stdout: str) -> list[dict]:
     return jobs
 
 
+def test_step_commands_do_not_depend_on_the_core_count(tmp_path):
+    """torch's CPU kernels split reductions by thread count, so a step's numbers depend on how
+    many threads it computes with (`TORCH_THREADS` in workflow/rules/common.smk). Snakemake lowers
+    a rule's `threads:` to `--cores`; the tiny DAG's commands must still be the same on 1 core as
+    on 8, and the steps that reserve 2 cores compute on 2 threads."""
+    cfg = {"scale": "tiny", "results_dir": tmp_path / "r", "reports_dir": tmp_path / "p"}
+    one, eight = (dry_run_jobs(snakemake("-n", "-p", "--cores", str(c), config=cfg).stdout) for c in (1, 8))
+    assert len(one) == len(eight) > 300
+    assert sorted(j["shell"] for j in one) == sorted(j["shell"] for j in eight)
+    wide = [j for j in eight if j["resources"].get("cpus_per_task") == "2"]
+    assert {"rabitqcache_train", "agoq_train", "scope_grpo"} <= {j["rule"] for j in wide}
+    assert all(" --threads 2 " in j["shell"] for j in wide)
+
+
 def test_every_gpu_job_runs_its_model_on_the_gpu(tmp_path):
     """A paper-scale job that asks SLURM for a GPU hands its step the runtime spec that puts
     the model there (`--runtime` with device auto/cuda; tests/core/test_runtime.py checks that

@@ -62,16 +62,17 @@ rule agoq_train:
     wildcard_constraints:
         variant="[a-z0-9_]+",
         seed=r"\d+",
-    threads: 2
+    threads: TORCH_THREADS
     resources:
         **sized(agoq_train_job),
     params:
+        torch_threads=TORCH_THREADS,
         runtime=runtime_of(agoq_train_job),
         cfg=lambda wc: as_json(agoq_run_cfg(wc.scale, wc.variant, wc.seed)),
     shell:
         "python -m methods.agoq train --config {params.cfg:q} --data {input.data:q} --shards {input.shards:q} "
         "--out {output:q} "
-        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--threads {params.torch_threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule agoq_probe:

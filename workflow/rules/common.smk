@@ -179,6 +179,18 @@ def step_defaults():
             step.resources.update(Resources.from_mapping(chosen))
 
 
+# ---- torch's thread count is part of a step's numbers -----------------------------------------
+# torch's CPU kernels split their reductions (matmuls, norms) by the intra-op thread count, so one
+# step with one seed computes other last bits on 1 thread than on 2, and a long training run grows
+# them into another model: rabitqcache's tiny model trained on 1 and on 2 threads scores C6c 1.0
+# and 0.86. Snakemake lowers a rule's `threads:` to `--cores` where fewer exist, so a step that
+# computes on more than one thread takes its count from here, not from `{threads}`: `threads:
+# TORCH_THREADS` (what the scheduler reserves) and `--threads {params.torch_threads}` with
+# `params: torch_threads=TORCH_THREADS`. Its numbers are then the same with `--cores 1` (where it
+# shares the one core) as with `--cores 16`. Steps on one thread pass `{threads}`, which is 1.
+TORCH_THREADS = 2
+
+
 # ---- GPU jobs: resources from the model and the workload (methods/core/resources.py) ----------
 # A torch step has `resources: **sized(<name>_job)` and `params: runtime=runtime_of(<name>_job)`;
 # <name>_job(wc) (one per step, named after it, in its paper's workflow/rules/helpers/<slug>.smk;

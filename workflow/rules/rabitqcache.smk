@@ -35,15 +35,16 @@ rule rabitqcache_train:
         f"{RABITQCACHE_DIR}/logs/train.log",
     benchmark:
         f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_train.tsv"
-    threads: 2
+    threads: TORCH_THREADS
     resources:
         **sized(rabitqcache_train_job),
     params:
+        torch_threads=TORCH_THREADS,
         runtime=runtime_of(rabitqcache_train_job),
         cfg=lambda wc: as_json(hp(wc.scale, "rabitqcache", "base")),
     shell:
         "python -m methods.rabitqcache train --config {params.cfg:q} --data {input.data:q} --out {output:q} "
-        "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--threads {params.torch_threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rabitqcache_capture:

@@ -46,15 +46,17 @@ rule scope_outcomes:
         f"{SCOPE_DIR}/logs/outcomes.log",
     benchmark:
         f"{SCOPE_DIR}/benchmarks/scope_outcomes.tsv"
-    threads: 2  # outcomes → SFT → GRPO → route is the DAG's sequential tail: 2 torch threads, ≈1.5× faster
+    # outcomes → SFT → GRPO → route is the DAG's sequential tail: 2 torch threads, ≈1.5× faster
+    threads: TORCH_THREADS
     resources:
         **sized(scope_outcomes_job),
     params:
+        torch_threads=TORCH_THREADS,
         runtime=runtime_of(scope_outcomes_job),
         cfg=lambda wc: as_json(hp(wc.scale, "scope", "outcomes")),
     shell:
         "python -m methods.scope outcomes --config {params.cfg:q} --members {input.members:q} "
-        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--out {output:q} --threads {params.torch_threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule scope_sft:
@@ -70,15 +72,16 @@ rule scope_sft:
         f"{SCOPE_DIR}/benchmarks/scope_sft__{{variant}}.tsv"
     wildcard_constraints:
         variant="anchors|noanchor",
-    threads: 2
+    threads: TORCH_THREADS
     resources:
         **sized(scope_sft_job),
     params:
+        torch_threads=TORCH_THREADS,
         runtime=runtime_of(scope_sft_job),
         cfg=lambda wc: as_json(hp(wc.scale, "scope", "predictor")),
     shell:
         "python -m methods.scope sft --config {params.cfg:q} --outcomes {input.outcomes:q} "
-        "--variant {wildcards.variant:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--variant {wildcards.variant:q} --out {output:q} --threads {params.torch_threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule scope_grpo:
@@ -93,15 +96,16 @@ rule scope_grpo:
         f"{SCOPE_DIR}/logs/grpo.log",
     benchmark:
         f"{SCOPE_DIR}/benchmarks/scope_grpo.tsv"
-    threads: 2
+    threads: TORCH_THREADS
     resources:
         **sized(scope_grpo_job),
     params:
+        torch_threads=TORCH_THREADS,
         runtime=runtime_of(scope_grpo_job),
         cfg=lambda wc: as_json(hp(wc.scale, "scope", "predictor")),
     shell:
         "python -m methods.scope grpo --config {params.cfg:q} --outcomes {input.outcomes:q} --sft {input.sft:q} "
-        "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--out {output:q} --threads {params.torch_threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule scope_route:
@@ -127,17 +131,18 @@ rule scope_route:
         f"{SCOPE_DIR}/logs/route.log",
     benchmark:
         f"{SCOPE_DIR}/benchmarks/scope_route.tsv"
-    threads: 2
+    threads: TORCH_THREADS
     resources:
         **sized(scope_route_job),
     params:
+        torch_threads=TORCH_THREADS,
         runtime=runtime_of(scope_route_job),
         cfg=lambda wc: as_json(scope_route_cfg(wc.scale)),
         out_dir=lambda wc: f"{RESULTS}/{wc.scale}/scope",
     shell:
         "python -m methods.scope route --config {params.cfg:q} --outcomes {input.outcomes:q} --rl {input.rl:q} "
         "--sft {input.sft:q} --noanchor {input.noanchor:q} --out_dir {params.out_dir:q} --summary {output.summary:q} "
-        "--figure {output.figure:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--figure {output.figure:q} --threads {params.torch_threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 FIGURES["scope"] = lambda scale: [f"{RESULTS}/{scale}/scope/figures/pareto.png"]
