@@ -72,7 +72,7 @@ rule agoq_train:
     shell:
         "python -m methods.agoq train --config {params.cfg:q} --data {input.data:q} --shards {input.shards:q} "
         "--out {output:q} "
-        "--threads {params.torch_threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--threads {params.torch_threads:q} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule agoq_probe:

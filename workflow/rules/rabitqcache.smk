@@ -44,7 +44,7 @@ rule rabitqcache_train:
         cfg=lambda wc: as_json(hp(wc.scale, "rabitqcache", "base")),
     shell:
         "python -m methods.rabitqcache train --config {params.cfg:q} --data {input.data:q} --out {output:q} "
-        "--threads {params.torch_threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--threads {params.torch_threads:q} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rabitqcache_capture:

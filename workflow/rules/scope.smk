@@ -56,7 +56,7 @@ rule scope_outcomes:
         cfg=lambda wc: as_json(hp(wc.scale, "scope", "outcomes")),
     shell:
         "python -m methods.scope outcomes --config {params.cfg:q} --members {input.members:q} "
-        "--out {output:q} --threads {params.torch_threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--out {output:q} --threads {params.torch_threads:q} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule scope_sft:
@@ -81,7 +81,7 @@ rule scope_sft:
         cfg=lambda wc: as_json(hp(wc.scale, "scope", "predictor")),
     shell:
         "python -m methods.scope sft --config {params.cfg:q} --outcomes {input.outcomes:q} "
-        "--variant {wildcards.variant:q} --out {output:q} --threads {params.torch_threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--variant {wildcards.variant:q} --out {output:q} --threads {params.torch_threads:q} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule scope_grpo:
@@ -105,7 +105,7 @@ rule scope_grpo:
         cfg=lambda wc: as_json(hp(wc.scale, "scope", "predictor")),
     shell:
         "python -m methods.scope grpo --config {params.cfg:q} --outcomes {input.outcomes:q} --sft {input.sft:q} "
-        "--out {output:q} --threads {params.torch_threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--out {output:q} --threads {params.torch_threads:q} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule scope_route:
@@ -142,7 +142,7 @@ rule scope_route:
     shell:
         "python -m methods.scope route --config {params.cfg:q} --outcomes {input.outcomes:q} --rl {input.rl:q} "
         "--sft {input.sft:q} --noanchor {input.noanchor:q} --out_dir {params.out_dir:q} --summary {output.summary:q} "
-        "--figure {output.figure:q} --threads {params.torch_threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--figure {output.figure:q} --threads {params.torch_threads:q} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 FIGURES["scope"] = lambda scale: [f"{RESULTS}/{scale}/scope/figures/pareto.png"]
