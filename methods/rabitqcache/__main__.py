@@ -97,7 +97,9 @@ def build_parser():
     step("sparse", _sparse, "generation through every selection method: recall, budget, EM", "model", "data",
          "out", threads=True)
     step("lm_eval", _lm_eval, "lm-eval tasks with the sparse attention attached", "model", "out", threads=True)
-    s = step("report", _report, "table, claim metrics, figure", "estimator", "sparse", "table", "summary", "figure")
+    s = step("report", _report, "table, claim metrics pooled over the models, figure", "estimator", "table",
+             "summary", "figure")
+    s.add_argument("--sparse", nargs="+", required=True, help="one sparse-eval result per trained model (seed)")
     s.add_argument("--lm-eval", dest="lm_eval", nargs="*", default=[])
     return p
 

@@ -59,15 +59,21 @@ class DataConfig:
 
 
 @dataclass
-class BaseConfig:
-    """The retrieval model (methods.rabitqcache.base): a tiny Llama trained on the passkey texts,
-    or at paper scale the hub model `hub_id`."""
+class BaseSection:
+    """The `base` section: the retrieval model (methods.rabitqcache.base), a tiny Llama trained on
+    the passkey texts, or at paper scale the hub model `hub_id`; the workflow adds the training
+    seed (one of `seeds`)."""
     model: ModelConfig
     train: TrainConfig
     n_digits: PosInt
     full_lm: bool                    # loss on every next token (else on the answer digits only)
     val_texts: PosInt
     hub_id: str | None
+
+
+@dataclass
+class BaseConfig(BaseSection):
+    """The train step's config: the `base` section plus one training seed (model init and batch order)."""
     seed: int
 
 
@@ -138,10 +144,16 @@ class LmEvalConfig:
 
 @dataclass
 class Config:
+    seeds: Annotated[list[NonNegInt], Check(min_items=1, unique_items=True)]   # trained models (init + batch order)
     data: DataConfig
-    base: BaseConfig
+    base: BaseSection
     method: SparseConfig
     capture: CaptureConfig
     estimator: EstimatorConfig
     sparse: SparseEvalConfig
     lm_eval: LmEvalConfig
+
+    def __post_init__(self):
+        if self.base.hub_id is not None and len(self.seeds) != 1:
+            raise InputError(f"config key 'seeds' ({self.seeds}) must name one seed when 'base.hub_id' is set "
+                             "(the hub model is one model)")

@@ -1,9 +1,12 @@
 """Claim metrics of the RaBitQCache report on hand-made results: the quality metrics are
-always emitted, their intervals equal a direct scipy bootstrap over prompts, and the guards
-(dense EM, random selection) turn a model that does not retrieve, or a selection that does
-not matter, into `inconclusive` verdicts instead of special-cased metrics."""
+always emitted; with one model their intervals equal a direct scipy bootstrap over prompts,
+with several the claim value is the mean of the per-model values and its interval a scipy
+t interval over them; the guards (dense EM, random selection) turn a model that does not
+retrieve, or a selection that does not matter, into `inconclusive` verdicts instead of
+special-cased metrics, and they must hold in every model."""
 import numpy as np
 import pytest
+from scipy import stats
 from scipy.stats import bootstrap
 
 from methods.core.claims import evaluate_claims, load_claims
@@ -39,9 +42,9 @@ def test_quality_metrics_and_their_intervals():
     rq = dense.copy()
     rq[:2] = 0.0
     agree = np.clip(rng.normal(0.97, 0.02, 64), 0, 1)
-    s = summary_metrics(AnalysisConfig(), EST, _methods(dense, rq, np.zeros(64), agree, np.full(64, 0.6)))
+    s = summary_metrics(AnalysisConfig(), EST, {"s0": _methods(dense, rq, np.zeros(64), agree, np.full(64, 0.6))})
     assert s["c6a_em_minus_dense"] == pytest.approx(rq.mean() - dense.mean(), abs=1e-12)
-    assert s["dense_minus_random_em"] == pytest.approx(dense.mean(), abs=1e-12)
+    assert s["dense_minus_random_em_min"] == pytest.approx(dense.mean(), abs=1e-12)
     ref = bootstrap((rq - dense,), np.mean, confidence_level=0.95, n_resamples=2000, method="percentile",
                     random_state=np.random.default_rng(0)).confidence_interval
     iv = s["intervals"]["c6a_em_minus_dense"]
@@ -56,18 +59,60 @@ def test_quality_metrics_and_their_intervals():
 
 def test_a_model_that_does_not_retrieve_makes_quality_claims_inconclusive():
     z = np.zeros(64)
-    s = summary_metrics(AnalysisConfig(), EST, _methods(z, z, z, np.ones(64), np.ones(64)))
+    s = summary_metrics(AnalysisConfig(), EST, {"s0": _methods(z, z, z, np.ones(64), np.ones(64))})
     assert s["c6a_em_minus_dense"] == 0 and s["c6c_top1_agree"] == 1.0   # emitted, not withheld
     v = _verdicts(s)
     for cid in ("C6a", "C6c"):
         assert v[cid]["verdict"] == "inconclusive"
-        assert "dense_em" in v[cid]["note"]
-    assert "random_top1_agree" in v["C6c"]["note"]       # random selection agrees too
+        assert "dense_em_min" in v[cid]["note"]
+    assert "random_top1_agree_max" in v["C6c"]["note"]       # random selection agrees too
 
 
 def test_random_selection_that_agrees_is_a_guard_not_a_special_case():
     one = np.ones(64)
-    s = summary_metrics(AnalysisConfig(), EST, _methods(one, one, np.zeros(64), one, np.full(64, 0.96)))
+    s = summary_metrics(AnalysisConfig(), EST, {"s0": _methods(one, one, np.zeros(64), one, np.full(64, 0.96))})
     v = _verdicts(s)
     assert v["C6a"]["verdict"] == "reproduced"           # EM kept, random loses it
-    assert v["C6c"]["verdict"] == "inconclusive" and "random_top1_agree" in v["C6c"]["note"]
+    assert v["C6c"]["verdict"] == "inconclusive" and "random_top1_agree_max" in v["C6c"]["note"]
+
+
+def _model(rng, dense_p, agree_mean, recall, quest_recall):
+    dense = (rng.random(64) < dense_p).astype(float)
+    agree = np.clip(rng.normal(agree_mean, 0.02, 64), 0, 1)
+    m = _methods(dense, dense, np.zeros(64), agree, np.full(64, 0.5))
+    m["rabitq_p0.85"]["recall"], m["quest_at_p0.85"]["recall"] = recall, quest_recall
+    return m
+
+
+def test_several_models_pool_as_the_mean_with_a_t_interval_over_the_models():
+    rng = np.random.default_rng(1)
+    runs = {f"s{i}": _model(rng, 0.9, a, r, q) for i, (a, r, q) in enumerate([(0.97, 0.85, 0.84), (0.93, 0.83, 0.835),
+                                                                              (0.99, 0.86, 0.82)])}
+    s = summary_metrics(AnalysisConfig(), EST, runs)
+    per = [m["rabitq_p0.85"]["top1_agree"] for m in runs.values()]
+    assert s["c6c_top1_agree"] == pytest.approx(np.mean(per), abs=1e-12)
+    ref = stats.t.interval(0.95, len(per) - 1, loc=np.mean(per), scale=stats.sem(per))
+    iv = s["intervals"]["c6c_top1_agree"]
+    assert (iv["lo"], iv["hi"]) == pytest.approx(ref, abs=1e-12) and iv["n"] == 3 and iv["method"] == "t"
+    diffs = [0.85 - 0.84, 0.83 - 0.835, 0.86 - 0.82]
+    assert s["c5a_recall_minus_quest"] == pytest.approx(np.mean(diffs), abs=1e-12)
+    ref = stats.t.interval(0.95, 2, loc=np.mean(diffs), scale=stats.sem(diffs))
+    assert (s["intervals"]["c5a_recall_minus_quest"]["lo"], s["intervals"]["c5a_recall_minus_quest"]["hi"]) \
+        == pytest.approx(ref, abs=1e-12)
+    assert s["dense_em_min"] == min(m["dense"]["em"] for m in runs.values())
+    assert s["per_model"]["s1"]["c6c_top1_agree"] == per[1]
+    assert s["notes"]["c6c_top1_agree"].startswith("per model: s0 ")
+    v = _verdicts(s)
+    assert v["C5a"]["verdict"] == "inconclusive"          # the t interval straddles 0
+    assert v["C6c"]["interval"]["n"] == 3
+
+
+def test_a_guard_must_hold_in_every_model():
+    rng = np.random.default_rng(2)
+    z = np.zeros(64)
+    runs = {"s0": _model(rng, 1.0, 0.99, 0.85, 0.8), "s1": _methods(z, z, z, np.ones(64), np.full(64, 0.5))}
+    s = summary_metrics(AnalysisConfig(), EST, runs)
+    assert np.mean([m["dense"]["em"] for m in runs.values()]) >= 0.5 and s["dense_em_min"] == 0.0
+    v = _verdicts(s)
+    assert v["C6a"]["verdict"] == v["C6c"]["verdict"] == "inconclusive"
+    assert "dense_em_min" in v["C6a"]["note"]

@@ -1,5 +1,6 @@
-"""The RaBitQCache DAG plans at every scale (lm-eval only where tasks are configured); a bad key
-in its scale section fails before any job, in one line naming the key; a bad step config is a
+"""The RaBitQCache DAG plans at every scale (one model and one sparse evaluation per training
+seed, lm-eval only where tasks are configured); a bad key in its scale section, or several seeds
+of one hub model, fails before any job, in one line naming the key; a bad step config is a
 one-line error."""
 import json
 import subprocess
@@ -15,16 +16,24 @@ pytestmark = pytest.mark.workflow
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "rabitqcache", scale)
-    want = {"rabitqcache_data": 1, "rabitqcache_train": 1, "rabitqcache_capture": 1, "rabitqcache_estimator": 1,
-            "rabitqcache_sparse": 1, "rabitqcache_report": 1, "claims": 1}
+    n = len(sec["seeds"])   # one trained model and one sparse evaluation per seed
+    want = {"rabitqcache_data": 1, "rabitqcache_train": n, "rabitqcache_capture": 1, "rabitqcache_estimator": 1,
+            "rabitqcache_sparse": n, "rabitqcache_report": 1, "claims": 1}
     if sec["lm_eval"]["tasks"]:
         want["rabitqcache_lm_eval"] = 1
     assert counts == want
     assert bool(sec["lm_eval"]["tasks"]) == (scale == "paper")   # LongBench / RULER at paper scale only
+    assert (n == 1) == (scale == "paper")                         # the hub model is one model
 
 
 def test_bad_key_in_section_is_named(tmp_path):
     assert "rabitqcache.estimator" in bad_scale_edit(tmp_path, "  estimator: {rotations: 20,", "  estimator: {rotation: 20,")
+
+
+def test_a_hub_model_with_several_seeds_is_refused(tmp_path):
+    msg = bad_scale_edit(tmp_path, "    hub_id: null\n  method: {method: rabitq,",
+                         "    hub_id: org/model\n  method: {method: rabitq,")
+    assert "'seeds'" in msg and "hub_id" in msg, msg
 
 
 def test_bad_step_config_is_one_line(tmp_path):

@@ -1,7 +1,8 @@
-# RaBitQCache (ICML 2026, arXiv 2606.31519): passkey / multi-key retrieval data, a tiny Llama
-# (paper scale: the hub model), captured decode-time q/K/V, RaBitQ estimator statistics,
-# generation through the sparse attention for every selector, lm-eval tasks with it (paper
-# scale), table/figure and claims (methods/rabitqcache/, kernels/rabitq.py).
+# RaBitQCache (ICML 2026, arXiv 2606.31519): passkey / multi-key retrieval data, tiny Llamas, one
+# per training seed of `rabitqcache.seeds` (paper scale: the hub model), captured decode-time
+# q/K/V and RaBitQ estimator statistics (first seed's model), generation through the sparse
+# attention for every selector and every model, lm-eval tasks with it (paper scale),
+# table/figure and claims pooled over the models (methods/rabitqcache/, kernels/rabitq.py).
 include: "helpers/rabitqcache.smk"  # its config helpers and GPU job sizers
 
 
@@ -25,32 +26,33 @@ rule rabitqcache_data:
 
 
 rule rabitqcache_train:
-    """The tiny retrieval Llama (2 heads × 64); paper scale: the hub model, copied."""
+    """The tiny retrieval Llama (2 heads × 64) of one training seed; paper scale: the hub model, copied."""
     input:
         data=f"{RABITQCACHE_DIR}/data",
         code=code("rabitqcache", "train"),
     output:
-        directory(f"{RABITQCACHE_DIR}/models/base"),
+        directory(f"{RABITQCACHE_DIR}/models/s{{seed}}"),
     log:
-        f"{RABITQCACHE_DIR}/logs/train.log",
+        f"{RABITQCACHE_DIR}/logs/train_s{{seed}}.log",
     benchmark:
-        f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_train.tsv"
+        f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_train__s{{seed}}.tsv"
     threads: TORCH_THREADS
     resources:
         **sized(rabitqcache_train_job),
     params:
         torch_threads=TORCH_THREADS,
         runtime=runtime_of(rabitqcache_train_job),
-        cfg=lambda wc: as_json(hp(wc.scale, "rabitqcache", "base")),
+        cfg=lambda wc: as_json({**hp(wc.scale, "rabitqcache", "base"), "seed": int(wc.seed)}),
     shell:
         "python -m methods.rabitqcache train --config {params.cfg:q} --data {input.data:q} --out {output:q} "
         "--threads {params.torch_threads:q} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule rabitqcache_capture:
-    """Decode-time post-RoPE q/K/V, dense probabilities and prefill centroids per layer."""
+    """Decode-time post-RoPE q/K/V, dense probabilities and prefill centroids per layer (the first
+    seed's model)."""
     input:
-        model=f"{RABITQCACHE_DIR}/models/base",
+        model=lambda wc: rabitqcache_model(wc.scale),
         data=f"{RABITQCACHE_DIR}/data",
         code=code("rabitqcache", "capture"),
     output:
@@ -90,17 +92,17 @@ rule rabitqcache_estimator:
 
 rule rabitqcache_sparse:
     """Generation through dense, RaBitQ Top-p at several p, INT4-key Top-p, and oracle top-k,
-    Quest, random at RaBitQ's budgets: recall, budget, output error, I/O, passkey EM."""
+    Quest, random at RaBitQ's budgets: recall, budget, output error, I/O, passkey EM; one model."""
     input:
-        model=f"{RABITQCACHE_DIR}/models/base",
+        model=f"{RABITQCACHE_DIR}/models/s{{seed}}",
         data=f"{RABITQCACHE_DIR}/data",
         code=code("rabitqcache", "sparse"),
     output:
-        f"{RABITQCACHE_DIR}/sparse.json",
+        f"{RABITQCACHE_DIR}/sparse/s{{seed}}.json",
     log:
-        f"{RABITQCACHE_DIR}/logs/sparse.log",
+        f"{RABITQCACHE_DIR}/logs/sparse_s{{seed}}.log",
     benchmark:
-        f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_sparse.tsv"
+        f"{RABITQCACHE_DIR}/benchmarks/rabitqcache_sparse__s{{seed}}.tsv"
     resources:
         **sized(rabitqcache_sparse_job),
     params:
@@ -114,7 +116,7 @@ rule rabitqcache_sparse:
 rule rabitqcache_lm_eval:
     """Paper scale: lm-eval tasks (LongBench / RULER) with the sparse attention attached."""
     input:
-        model=f"{RABITQCACHE_DIR}/models/base",
+        model=lambda wc: rabitqcache_model(wc.scale),
         code=code("rabitqcache", "lm_eval"),
     output:
         f"{RABITQCACHE_DIR}/lm_eval.json",
@@ -133,10 +135,11 @@ rule rabitqcache_lm_eval:
 
 
 rule rabitqcache_report:
-    """Table, claim metrics (summary.json) and the budget-vs-recall / accuracy-vs-p figure."""
+    """Table, claim metrics pooled over the models (summary.json) and the budget-vs-recall /
+    accuracy-vs-p figure."""
     input:
         estimator=f"{RABITQCACHE_DIR}/estimator.json",
-        sparse=f"{RABITQCACHE_DIR}/sparse.json",
+        sparse=lambda wc: rabitqcache_sparse_outputs(wc.scale),
         lm_eval=lambda wc: rabitqcache_lm_eval_outputs(wc.scale),
         code=code("rabitqcache", "report"),
     output:

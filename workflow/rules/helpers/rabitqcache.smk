@@ -4,6 +4,16 @@
 # them out of rules files.
 
 
+def rabitqcache_model(scale):
+    """The model the capture (estimator statistics) and lm-eval steps use: the first seed's."""
+    return f"{RESULTS}/{scale}/rabitqcache/models/s{hp(scale, 'rabitqcache', 'seeds')[0]}"
+
+
+def rabitqcache_sparse_outputs(scale):
+    """One sparse evaluation per trained model (seed), in the order of `rabitqcache.seeds`."""
+    return [f"{RESULTS}/{scale}/rabitqcache/sparse/s{s}.json" for s in hp(scale, "rabitqcache", "seeds")]
+
+
 def rabitqcache_with_method(scale, section):
     """A step's section (capture, sparse, lm_eval) plus the method settings it runs with."""
     return {**hp(scale, "rabitqcache", section), "method": hp(scale, "rabitqcache", "method")}
