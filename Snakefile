@@ -47,6 +47,7 @@ for _rules in [*registry.core_parts(workflow.basedir), *REGISTERED]:
     include: f"workflow/rules/{_rules}.smk"
 
 
+include: "workflow/rules/claims.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -13,11 +13,12 @@ def _get(d: dict, key: str, what: str):
     return d[key]
 
 
-def _t(values) -> dict | None:
-    """95% t interval over per-seed values (methods.core.stats), None with < 2 seeds."""
-    from methods.core.stats import t_interval
+def _rep(values, seeds) -> dict:
+    """Per-seed values of a claim metric as a `replicates` record (unit seed, named by seed);
+    `methods.core.claims` computes the interval over the seeds from it."""
+    from methods.core.stats import replicate_record
 
-    return t_interval(values) if len(values) >= 2 else None
+    return replicate_record(values, unit="seed", ids=[int(s) for s in seeds])
 
 
 def first_seed(runs: dict) -> dict:
@@ -27,28 +28,28 @@ def first_seed(runs: dict) -> dict:
 
 def claim_metrics(runs: dict, probe: dict, cfg: AnalysisConfig) -> tuple[dict, list[dict]]:
     """`runs` maps variant → {seed: train summary}. The training claims (A2, A3e) pair seeds: a
-    per-seed ratio to the baseline of the same seed, the mean over seeds as the metric and a 95% t
-    interval over the seeds under `intervals`. Format and bound claims use every seed (A3f) or
+    per-seed ratio to the baseline of the same seed, the mean over seeds as the metric and the
+    per-seed values under `replicates` (unit seed). Format and bound claims use every seed (A3f) or
     the first (A4, A6: the byte counts do not depend on the seed)."""
     pol, coll = probe["policies"], probe["collective"]
     by_seed = {v: dict(sorted(r.items())) for v, r in runs.items()}
     first = first_seed(by_seed)
     fp_runs = _get(by_seed, cfg.baseline, "run")
     fp = first[cfg.baseline]
-    intervals: dict = {}
+    replicates: dict = {}
     per_seed: dict = {}
 
     def paired(name, fn):
-        """Mean over the seeds shared with the baseline of fn(run, baseline run), its t interval
-        (kept under `intervals[key]` by the caller) and the per-seed values; None when `name` was
-        not trained at this scale (smoke trains only fp and qgrad8: not_checked)."""
+        """Mean over the seeds shared with the baseline of fn(run, baseline run), the per-seed
+        values and their replicates record (kept under `replicates[key]` by the caller); None when
+        `name` was not trained at this scale (smoke trains only fp and qgrad8: not_checked)."""
         if name not in by_seed:
             return None, [], None
         seeds = sorted(set(by_seed[name]) & set(fp_runs))
         if not seeds:
             raise InputError(f"aggregate: variant {name!r} shares no seed with {cfg.baseline!r}")
         vals = [fn(by_seed[name][s], s) for s in seeds]
-        return sum(vals) / len(vals), vals, _t(vals)
+        return sum(vals) / len(vals), vals, _rep(vals, seeds)
 
     def ratio_to_fp(name):
         return paired(name, lambda r, s: r["val_loss"] / fp_runs[s]["val_loss"])
@@ -73,6 +74,9 @@ def claim_metrics(runs: dict, probe: dict, cfg: AnalysisConfig) -> tuple[dict, l
         "a3_quangrad_err_not_increasing": qg[w_hi] <= qg[w_lo],
         "a3_naive_err_increases": nv[w_hi] > nv[w_lo],
         "a3_naive_over_quangrad": nv[w_hi] / qg[w_hi],
+        # A3b/A3c as differences of the error at the fewest and the most workers
+        "a3_quangrad_err_w_lo_minus_w_hi": qg[w_lo] - qg[w_hi],
+        "a3_naive_err_w_hi_minus_w_lo": nv[w_hi] - nv[w_lo],
         "a3_gloo_within_bound": all(r["allreduce_max_err_over_bound"] is not None
                                     and r["allreduce_max_err_over_bound"] <= 1.0 for r in ag_runs.values()),
         "a4_grad_bytes_ratio": ag["grad_buffer_bytes"] / ag["grad_fp32_bytes"],
@@ -84,15 +88,14 @@ def claim_metrics(runs: dict, probe: dict, cfg: AnalysisConfig) -> tuple[dict, l
         "seeds": sorted(fp_runs),
     }
     for key, name in (("a2_laaq_val_ratio", cfg.laaq), ("a2_uni4_val_ratio", cfg.uni4), ("a2_uni2_val_ratio", cfg.uni2)):
-        m[key], per_seed[key], iv = ratio_to_fp(name)
-        if iv is not None:
-            intervals[key] = iv
+        m[key], per_seed[key], rec = ratio_to_fp(name)
+        if rec is not None:
+            replicates[key] = rec
     if la_runs:
         seeds = sorted(set(ag_runs) & set(la_runs))
         dev = [abs(ag_runs[s]["final_train_loss"] / la_runs[s]["final_train_loss"] - 1) for s in seeds]
         m["a3_qgrad8_train_loss_dev"], per_seed["a3_qgrad8_train_loss_dev"] = sum(dev) / len(dev), dev
-        if (iv := _t(dev)) is not None:
-            intervals["a3_qgrad8_train_loss_dev"] = iv
+        replicates["a3_qgrad8_train_loss_dev"] = _rep(dev, seeds)
     else:
         m["a3_qgrad8_train_loss_dev"] = None
     m["a2_fp_val_loss_drop"] = min(1 - r["val_loss"] / r["initial_val_loss"] for r in fp_runs.values())
@@ -123,7 +126,8 @@ def claim_metrics(runs: dict, probe: dict, cfg: AnalysisConfig) -> tuple[dict, l
         if m[k] is not None:
             notes[k] = (f"mean over {len(per_seed[k])} seeds of the per-seed val-loss ratio to fp (same seed): "
                         f"{fmt(per_seed[k])}")
-    return {**m, "notes": notes, "intervals": intervals}, pp
+    notes["a3_quangrad_err_w_lo_minus_w_hi"] = notes["a3_naive_err_w_hi_minus_w_lo"] = notes["a3_quangrad_err_max"]
+    return {**m, "notes": notes, "replicates": replicates}, pp
 
 
 def table_rows(runs: dict, probe: dict) -> list[dict]:

@@ -53,11 +53,20 @@ def _shards(a):
 
 def _claims(a):
     from .claims import evaluate_claims, load_claims
-    from .results import provenance, read_json, write_json
+    from .results import InputError, provenance, read_json, write_json
+    from .sequential import look_level
 
     spec = load_claims(a.claims)
     metrics = read_json(a.metrics)
-    table = evaluate_claims(spec, metrics, a.scale)
+    look, level = None, 0.95
+    if a.looks is not None:
+        looks = [int(x) for x in a.looks.split(",")]
+        level = look_level(looks, a.look)
+        look = {"index": a.look, "looks": looks, "seeds": looks[a.look]}
+    try:
+        table = evaluate_claims(spec, metrics, a.scale, level=level, look=look)
+    except InputError as e:
+        raise InputError(f"{a.metrics}: {e}") from None
     table["provenance"] = metrics.get("provenance") or provenance()
     write_json(a.out, table)
     print("claims: " + ", ".join(f"{r['id']} {r['verdict']}" for r in table["claims"]), file=sys.stderr)
@@ -110,6 +119,9 @@ def build_parser():
     s.set_defaults(func=_claims)
     for k in ("claims", "metrics", "scale", "out"):
         s.add_argument(f"--{k}", required=True)
+    s.add_argument("--looks", help="the paper's planned looks, seeds after each (e.g. 3,5,8,12): the "
+                                   "interval's level is this look's share of the error (methods.core.sequential)")
+    s.add_argument("--look", type=int, default=0, help="which look (0-based) this summary is")
     s = sub.add_parser("readme", help="fill the results tables in the papers' READMEs from results/<scale>")
     s.set_defaults(func=_readme)
     s.add_argument("--scale", required=True)

@@ -444,7 +444,7 @@ def check_scale(data: Any, papers: list[str], where: str, root: str | Path = "."
     if not isinstance(data, dict):
         raise InputError(f"invalid config in {where}: expected a mapping of sections, got {type(data).__name__}")
     sections = scale_sections(papers)
-    unknown = sorted(set(data) - set(sections))
+    unknown = sorted(set(data) - set(sections) - {"looks"})
     if unknown:
         raise InputError(f"invalid config in {where}: unknown section '{unknown[0]}' "
                          f"(sections: {', '.join(sections)})")
@@ -457,7 +457,30 @@ def check_scale(data: Any, papers: list[str], where: str, root: str | Path = "."
             out[key] = from_dict(cls, data[key], key)
         except InputError as e:
             raise InputError(f"invalid config in {where}: {e}") from None
+    if "looks" in data:
+        out["looks"] = check_looks_section(data["looks"], data, papers, where)
     return out
+
+
+def check_looks_section(looks: Any, data: dict, papers: list[str], where: str) -> dict:
+    """The optional `looks` section: paper → planned looks (seeds after each, methods.core.sequential);
+    the paper's `seeds` list must hold the cap."""
+    from .sequential import check_looks
+
+    if not isinstance(looks, dict):
+        raise InputError(f"invalid config in {where}: 'looks' must map papers to seed counts")
+    for paper, plan in looks.items():
+        if paper not in papers:
+            raise InputError(f"invalid config in {where}: 'looks.{paper}' is not a registered paper")
+        try:
+            check_looks(plan)
+        except ValueError as e:
+            raise InputError(f"invalid config in {where}: 'looks.{paper}': {e}") from None
+        seeds = data.get(paper, {}).get("seeds") if isinstance(data.get(paper), dict) else None
+        if not isinstance(seeds, list) or len(seeds) < plan[-1]:
+            raise InputError(f"invalid config in {where}: 'looks.{paper}' caps at {plan[-1]} seeds, "
+                             f"'{paper}.seeds' lists {len(seeds) if isinstance(seeds, list) else 'none'}")
+    return looks
 
 
 def scale_schema(papers: list[str], root: str | Path = ".") -> dict:
@@ -468,9 +491,14 @@ def scale_schema(papers: list[str], root: str | Path = ".") -> dict:
     defs: dict = {}
     props = {key: json_schema(RuntimeSpec if key == "runtime" else section_class(key, root), defs)
              for key in scale_sections(papers)}
+    props["looks"] = {"type": "object", "additionalProperties": False,
+                      "description": "optional: paper -> planned looks of its sequential seeds (methods/core/sequential.py)",
+                      "properties": {p: {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1}
+                                     for p in papers}}
+    required = [k for k in props if k != "looks"]
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "description": "Hyper-parameters of one scale (config/scales/<scale>.yaml), generated from the "
                            "sections' dataclasses: methods/<paper>/config.py, methods/core/runtime.py, "
                            "methods/core/model_pool/config.py.",
-            "type": "object", "additionalProperties": False, "required": list(props), "properties": props,
+            "type": "object", "additionalProperties": False, "required": required, "properties": props,
             "$defs": defs}

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from .claims import KINDS, load_claims
-from .report import fmt_measured, fmt_value
+from .report import fmt_evidence, fmt_measured, fmt_value
 from .results import InputError, read_json, write_text
 
 
@@ -42,13 +42,13 @@ def render_block(scale: str, slug: str, claims_json: Path) -> str:
     lines = [f"Generated from `results/{scale}/{slug}/claims.json` (git {(prov.get('git_sha') or '?')[:12]}"
              f"{', dirty' if prov.get('git_dirty') else ''}, run {prov.get('time_utc') or '?'}) by "
              f"`python -m methods.core readme --scale {scale}`; do not edit by hand.", "",
-             "| id | kind | claim | paper | ours | check | verdict | note |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| id | kind | claim | paper | ours | check | evidence | verdict | note |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for c in rows:
         check = (c.get("check") or "—") + "".join(f"; if {g}" for g in c.get("guards") or [])
         lines.append("| " + " | ".join(_cell(x) for x in (
             c.get("id"), c.get("kind"), c.get("statement", ""), fmt_value(c.get("paper_value")),
-            fmt_measured(c.get("measured"), c.get("interval")), check, c.get("verdict"),
+            fmt_measured(c.get("measured"), c.get("interval")), check, fmt_evidence(c), c.get("verdict"),
             c.get("note") or "")) + " |")
     return "\n".join(lines)
 

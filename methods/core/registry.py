@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .results import InputError
 
-WORKFLOW_RULES = ("common", "sizes", "report")  # workflow/rules/<name>.smk that are no paper
+WORKFLOW_RULES = ("common", "sizes", "claims", "report")  # workflow/rules/<name>.smk that are no paper
 SLUG = re.compile(r"^[a-z][a-z0-9_]*$")
 CONFIG_WHERE = "config/config.yaml or --config"
 

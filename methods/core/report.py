@@ -28,7 +28,7 @@ import pandas as pd
 import yaml
 from markupsafe import Markup
 
-from .claims import KINDS, VERDICTS
+from .claims import KINDS, MEASURED_KINDS, UNDECIDED, VERDICTS
 from .results import InputError, config_hash, read_json, write_text
 
 PROG = "report"
@@ -57,6 +57,29 @@ def fmt_measured(v, interval) -> str:
         if interval.get("n"):
             text += f", n={interval['n']}"
     return text
+
+
+def fmt_evidence(c: dict, seed_cost_s: float | None = None) -> str:
+    """What a claim's verdict rests on: the replication unit and n per level, the look, and for
+    an undecided claim why (and the seeds its observed spread would need, with their CPU time at
+    `seed_cost_s`, the paper's measured job time per seed)."""
+    parts = []
+    unit = c.get("replicates")
+    if c.get("n") is not None and unit:
+        inner = f" × {c['n_inner']} items" if c.get("n_inner") else ""
+        parts.append(f"{c['n']} {unit}s{inner}")
+    elif unit:
+        parts.append(f"per {unit}")
+    look = c.get("look")
+    if isinstance(look, int):
+        parts.append(f"look {look + 1}")
+    if c.get("verdict") == "inconclusive" and c.get("undecided_by"):
+        parts.append(c["undecided_by"])
+    if c.get("seeds_needed"):
+        more = c["seeds_needed"] - (c.get("n") or 0)
+        cost = f", ≈ {more * seed_cost_s:,.0f} s more job time" if seed_cost_s and more > 0 else ""
+        parts.append(f"≈ {c['seeds_needed']} seeds would decide it{cost}")
+    return "; ".join(parts) if parts else DASH
 
 
 _LONG_FLOAT = re.compile(r"(?<![\w.])-?\d+\.\d{5,}(?:[eE][+-]?\d+)?(?![\w.])")
@@ -99,6 +122,10 @@ def tally(claims: list[dict]) -> dict:
         out[kind]["total"] = len(rows)
     out["all"] = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
     out["all"]["total"] = len(claims)
+    # why headline and mechanism claims are inconclusive
+    out["undecided"] = {u.replace(" ", "_").replace("<", "lt"): sum(
+        c["kind"] in MEASURED_KINDS and c["verdict"] == "inconclusive" and c.get("undecided_by") == u
+        for c in claims) for u in UNDECIDED}
     return out
 
 
@@ -199,6 +226,15 @@ def read_figures(fig_dir: Path) -> list[dict]:
     return figs
 
 
+def figure_dir(paper_dir: Path, claims: dict) -> Path:
+    """A paper's figures: `figures/` of its results, or of its final look's results for a paper
+    whose seeds grew in looks (methods/core/sequential.py)."""
+    look = claims.get("look")
+    if isinstance(look, dict) and isinstance(look.get("index"), int):
+        return paper_dir / "looks" / str(look["index"]) / "figures"
+    return paper_dir / "figures"
+
+
 def load_paper(scale: str, paper_dir: Path, scale_cfg: dict | None = None) -> dict:
     """Everything the template needs for one paper; InputError on anything malformed.
     `scale_cfg`: the scale's config (config/scales/<scale>.yaml); the paper's seeds and config
@@ -215,6 +251,12 @@ def load_paper(scale: str, paper_dir: Path, scale_cfg: dict | None = None) -> di
     if data.get("scale") not in (None, scale):
         raise InputError(f"{paper_dir / 'claims.json'} is for scale {data['scale']!r}, "
                          f"not {scale!r}")
+    bench = read_benchmarks(paper_dir)
+    wall_s = float(bench["s"].sum(min_count=1)) if not bench.empty else None
+    # job time per seed: the paper's summed job time over the most seeds a claim rests on (an
+    # upper bound: steps shared by all seeds are counted in it)
+    seeds = max((c.get("n") or 0 for c in data["claims"] if c.get("replicates") == "seed"), default=0)
+    seed_cost_s = wall_s / seeds if wall_s and seeds else None
     claims = []
     for c in data["claims"]:
         if c.get("kind") not in KINDS or c.get("verdict") not in VERDICTS:
@@ -227,16 +269,15 @@ def load_paper(scale: str, paper_dir: Path, scale_cfg: dict | None = None) -> di
                        "source": c.get("source") or "",
                        "measured": fmt_measured(c.get("measured"), c.get("interval")),
                        "check": (c.get("check") or DASH) + ("".join(f"; if {g}" for g in guards)),
+                       "evidence": fmt_evidence(c, seed_cost_s), "undecided_by": c.get("undecided_by"),
                        "verdict": c["verdict"],
                        "note": fmt_note(c.get("note") or "")})
     # headline claims first, then mechanism, then sanity; yaml order within a kind
     claims.sort(key=lambda c: KINDS.index(c["kind"]))
     counts = tally(claims)
-    bench = read_benchmarks(paper_dir)
     prov = data.get("provenance") if isinstance(data.get("provenance"), dict) else {}
     packages = prov.get("packages") if isinstance(prov.get("packages"), dict) else {}
     slug = str(data.get("paper") or paper_dir.name)
-    wall_s = float(bench["s"].sum(min_count=1)) if not bench.empty else None
     intervals = job_intervals(bench)
     section = (scale_cfg or {}).get(slug) if isinstance(scale_cfg, dict) else None
     if section is not None:  # the paper's section of config/scales/<scale>.yaml
@@ -247,7 +288,7 @@ def load_paper(scale: str, paper_dir: Path, scale_cfg: dict | None = None) -> di
     return {"slug": slug, "title": data.get("title") or slug, "claims": claims,
             "counts": counts, "wall_s": _fmt_num(wall_s, ".2f"), "intervals": intervals,
             "busy_s": _fmt_num(busy_wall_s(intervals), ".2f"),
-            "runtimes": runtime_table(bench), "figures": read_figures(paper_dir / "figures"),
+            "runtimes": runtime_table(bench), "figures": read_figures(figure_dir(paper_dir, data)),
             "prov": {"git_sha": prov.get("git_sha") or DASH,
                      "git_dirty": fmt_value(prov.get("git_dirty")),
                      "config_hash": chash, "seeds": seeds, "seed_keys": seed_keys,
@@ -350,8 +391,12 @@ TEMPLATE = """\
 <p>Headline: the paper's result, measured. Mechanism: a measured intermediate effect the paper
 reports. Sanity: holds by construction (closed form, simulator, format arithmetic), not a
 reproduction. "r / c": reproduced (for sanity: passed) of checkable, where checkable means a
-check ran on a measurement; "not r.": not reproduced; "inconcl.": inconclusive, a guard failed or
-the interval straddles the threshold; "not checked": no measurement at this scale.</p>
+check ran on a measurement; "not r.": not reproduced; "inconcl.": inconclusive; "not checked": no
+measurement at this scale. Why headline and mechanism claims are inconclusive: a guard failed
+(a precondition, or the analysis declared the metric undecidable); the interval straddles or
+touches the threshold; fewer than 3 replicates of the claim's unit (seeds, or items where nothing
+is trained); no usable interval (none, zero-width, over another unit, a boolean without
+per-replicate counts).</p>
 <p>Time: <i>sum of job times</i> adds every job's own wall time from its Snakemake benchmark
 file, so jobs that ran side by side count twice. <i>Wall time with a job running</i> is the
 length of the union of the jobs' [start, end] intervals (end: the benchmark file's modification
@@ -361,15 +406,19 @@ not a critical path (the report has no DAG).{% if span %} First job start to las
 {{ span }} s.{% endif %}</p>
 <table id="summary">
 <tr><th rowspan="2">paper</th><th colspan="3">headline</th><th colspan="2">mechanism</th>
-<th>sanity</th><th rowspan="2">not checked</th><th rowspan="2">claims</th>
+<th>sanity</th><th colspan="4">inconclusive (headline + mechanism) because</th>
+<th rowspan="2">not checked</th><th rowspan="2">claims</th>
 <th rowspan="2">sum of job times (s)</th><th rowspan="2">wall time with a job running (s)</th></tr>
-<tr><th>r / c</th><th>not r.</th><th>inconcl.</th><th>r / c</th><th>inconcl.</th><th>r / c</th></tr>
+<tr><th>r / c</th><th>not r.</th><th>inconcl.</th><th>r / c</th><th>inconcl.</th><th>r / c</th>
+<th>guard failed</th><th>interval straddles</th><th>n &lt; 3</th><th>no interval</th></tr>
 {% for row in summary %}<tr{% if row.total %} class="totals"{% endif %}><td class="paper">{% if row.total %}<b>total ({{ row.n }} papers)</b>{% else %}<a href="#{{ row.slug }}">{{ row.title }}</a> <small>({{ row.slug }})</small>{% endif %}</td>
 <td class="num">{{ row.c.headline.reproduced }} / {{ row.c.headline.checkable }}</td>
 <td class="num">{{ row.c.headline.not_reproduced }}</td><td class="num">{{ row.c.headline.inconclusive }}</td>
 <td class="num">{{ row.c.mechanism.reproduced }} / {{ row.c.mechanism.checkable }}</td>
 <td class="num">{{ row.c.mechanism.inconclusive }}</td>
 <td class="num">{{ row.c.sanity.reproduced }} / {{ row.c.sanity.checkable }}</td>
+<td class="num">{{ row.c.undecided.guard_failed }}</td><td class="num">{{ row.c.undecided.interval_straddles }}</td>
+<td class="num">{{ row.c.undecided.n_lt_3 }}</td><td class="num">{{ row.c.undecided.no_interval }}</td>
 <td class="num">{{ row.c.all.not_checked }}</td><td class="num">{{ row.c.all.total }}</td>
 <td class="num">{{ row.wall_s }}</td><td class="num">{{ row.busy_s }}</td></tr>
 {% endfor %}</table>
@@ -407,11 +456,11 @@ not a critical path (the report has no DAG).{% if span %} First job start to las
 
 CLAIMS_TABLE = """\
 <table class="claims">
-<tr><th>id</th><th>kind</th><th>statement</th><th>paper</th><th>ours</th><th>check</th><th>verdict</th>
-<th>note</th></tr>
+<tr><th>id</th><th>kind</th><th>statement</th><th>paper</th><th>ours</th><th>check</th><th>evidence</th>
+<th>verdict</th><th>note</th></tr>
 {% for c in p.claims %}<tr><td>{{ c.id }}</td><td>{{ c.kind }}</td><td>{{ c.statement }}</td>
 <td class="num" title="{{ c.source }}">{{ c.paper_value }}</td><td class="num">{{ c.measured }}</td>
-<td>{{ c.check }}</td><td><span class="badge {{ c.verdict }}">{{ c.verdict }}</span></td>
+<td>{{ c.check }}</td><td>{{ c.evidence }}</td><td><span class="badge {{ c.verdict }}">{{ c.verdict }}</span></td>
 <td>{{ c.note }}</td></tr>
 {% endfor %}</table>"""
 

@@ -72,19 +72,20 @@ def _per_arch(runs: list[dict]) -> dict:
     return per_arch
 
 
-def _t(values: list[float]) -> dict | None:
-    """95% t interval over per-seed values (methods.core.stats), or None with < 2 seeds."""
-    from methods.core.stats import t_interval
+def _rep(values: list[float], seeds: list[int]) -> dict:
+    """Per-seed values of a claim metric as a `replicates` record (unit seed, named by seed);
+    `methods.core.claims` computes the interval over the seeds from it."""
+    from methods.core.stats import replicate_record
 
-    return t_interval(values) if len(values) >= 2 else None
+    return replicate_record(values, unit="seed", ids=[int(k) for k in seeds])
 
 
 def _d1_quality(per_arch: dict, mean_val: dict, pairs: dict, primary_dag: str,
                 primary_sum: str) -> tuple[dict, dict, dict]:
     """D1, pretraining quality: the seed-mean val loss of the primary DAG arch minus the primary sum
-    arch's (and the implied PPL change), with a t interval over the per-seed differences (seeds
-    paired), and of every DAG arch minus its same-experts sum arch. Returns (metrics, notes,
-    intervals)."""
+    arch's (and the implied PPL change), with the per-seed differences (seeds paired) as its
+    replicates, and of every DAG arch minus its same-experts sum arch. Returns (metrics, notes,
+    replicates)."""
     m, notes, iv = {}, {}, {}
     if primary_dag in mean_val and primary_sum in mean_val:
         d, s = mean_val[primary_dag], mean_val[primary_sum]
@@ -96,8 +97,7 @@ def _d1_quality(per_arch: dict, mean_val: dict, pairs: dict, primary_dag: str,
         m["d1_val_loss_delta_per_seed"] = diffs
         m["d1_seeds_dag_lower"] = sum(x < 0 for x in diffs)
         m["d1_rel_ppl_change"] = math.exp(d - s) - 1
-        if (t := _t(diffs)) is not None:
-            iv["d1_val_loss_delta"] = t
+        iv["d1_val_loss_delta"] = _rep(diffs, per_arch[primary_dag]["seed"])
         notes["d1_val_loss_delta"] = (
             f"mean val loss {primary_dag} {d:.4f} vs {primary_sum} {s:.4f} over "
             f"{len(diffs)} seed(s); per-seed difference " + "/".join(f"{x:+.4f}" for x in diffs)
@@ -112,8 +112,9 @@ def _d1_quality(per_arch: dict, mean_val: dict, pairs: dict, primary_dag: str,
 
 def _d2_composition(compose: dict[str, dict]) -> tuple[dict, dict, dict]:
     """D2, 1-layer composition in distribution: the mean over seeds of the per-seed DAG/sum answer-
-    loss ratio with a t interval over the seeds, the seeds on which DAG is more accurate, and the
-    per-seed runs. Returns (metrics, notes, intervals)."""
+    loss ratio and of the per-seed accuracy gain DAG − sum, each with its per-seed values as
+    replicates, the seeds on which DAG is more accurate, and the per-seed runs. Returns
+    (metrics, notes, replicates)."""
     s_runs = {r["seed"]: r for r in compose["sum"]["runs"]}
     d_runs = {r["seed"]: r for r in compose["dag"]["runs"]}
     seeds = sorted(set(s_runs) & set(d_runs))
@@ -121,7 +122,9 @@ def _d2_composition(compose: dict[str, dict]) -> tuple[dict, dict, dict]:
         raise InputError("aggregate: the D2 sum and dag compose runs share no seed")
     ls, ld = _mean([s_runs[k]["loss"] for k in seeds]), _mean([d_runs[k]["loss"] for k in seeds])
     ratios = [d_runs[k]["loss"] / s_runs[k]["loss"] for k in seeds]
+    gains = [d_runs[k]["acc"] - s_runs[k]["acc"] for k in seeds]
     m: dict = {"d2_loss_ratio": _mean(ratios), "d2_loss_ratio_per_seed": ratios, "d2_loss_ratio_of_means": ld / ls,
+               "d2_acc_gain": _mean(gains), "d2_acc_gain_per_seed": gains,
                "d2_acc_wins": sum(d_runs[k]["acc"] > s_runs[k]["acc"] for k in seeds), "d2_seeds": len(seeds)}
     m["d2"] = {agg: {"acc": [c["acc"] for c in compose[agg]["runs"]],
                      "loss": [c["loss"] for c in compose[agg]["runs"]],
@@ -133,7 +136,9 @@ def _d2_composition(compose: dict[str, dict]) -> tuple[dict, dict, dict]:
                                f"per-seed ratio {fmt(ratios)}; ratio of the means {ld / ls:.3f}; pilot 0.69×"),
              "d2_acc_wins": (f"acc sum {fmt(m['d2']['sum']['acc'])} vs dag {fmt(m['d2']['dag']['acc'])}; "
                              f"dag higher in {m['d2_acc_wins']}/{len(seeds)} (pilot 3/3)")}
-    iv = {"d2_loss_ratio": t} if (t := _t(ratios)) is not None else {}
+    notes["d2_acc_gain"] = (notes["d2_acc_wins"] + "; per-seed gain dag − sum "
+                            + "/".join(f"{x:+.3f}" for x in gains))
+    iv = {"d2_loss_ratio": _rep(ratios, seeds), "d2_acc_gain": _rep(gains, seeds)}
     return m, notes, iv
 
 
@@ -186,34 +191,40 @@ def _d3_step_time(timing: dict, pairs: dict, primary_dag: str, primary_sum: str)
     return m, notes
 
 
-def _d4_edges(per_arch: dict, compose: dict[str, dict], d2: dict, primary_dag: str) -> tuple[dict, dict]:
+def _d4_edges(runs: list[dict], per_arch: dict, compose: dict[str, dict], d2: dict,
+              primary_dag: str) -> tuple[dict, dict, dict]:
     """D4, edges stay in use: the largest per-layer mean A_12 over validation tokens (seed mean) of
-    the primary DAG arch; `d2` is what `_d2_composition` returned (its runs' edges go in the note)."""
-    m, notes = {}, {}
+    the primary DAG arch, and as replicates each seed's A_12 at that layer (so they average to the
+    point value); `d2` is what `_d2_composition` returned (its runs' edges go in the note)."""
+    m, notes, reps = {}, {}, {}
     if primary_dag in per_arch and "edge_a12_seed_mean" in per_arch[primary_dag]:
         e = per_arch[primary_dag]["edge_a12_seed_mean"]
         m["d4_max_layer_edge_a12"] = max(e)
+        layer = e.index(max(e))
+        rs = sorted((r for r in runs if r["arch"] == primary_dag), key=lambda r: r["seed"])
+        reps["d4_max_layer_edge_a12"] = _rep([r["edge_a12"][layer] for r in rs], [r["seed"] for r in rs])
         extra = ""
         if "dag" in compose:  # the compose runs' own edges (d2 holds them only when both aggs ran)
             extra = "; 1-layer compose runs: " + "/".join(f"{c['edge_a12'][0]:.3f}" for c in compose["dag"]["runs"])
         notes["d4_max_layer_edge_a12"] = ("mean A_12 per layer (seed mean) for " + primary_dag + ": "
                                           + " ".join(f"{x:.3f}" for x in e) + extra + "; pilot 0.13-0.21")
-    return m, notes
+    return m, notes, reps
 
 
-def _synthetic_task_means(per_arch: dict, primary_dag: str) -> tuple[dict, dict]:
+def _synthetic_task_means(per_arch: dict, primary_dag: str) -> tuple[dict, dict, dict]:
     """Reported: held-out-pair generalisation (LM runs trained without those pairs), C1 accuracy and
     C2 exact match, seed means per arch; and every arch's expert-load CV."""
-    m, notes = {}, {}
+    m, notes, reps = {}, {}, {}
     if primary_dag in per_arch and per_arch[primary_dag]["c1_heldout_acc"][0] is not None:
         h = {a: _mean(v["c1_heldout_acc"]) for a, v in per_arch.items()}
         m["heldout_pair_acc"] = h[primary_dag]
+        reps["heldout_pair_acc"] = _rep(per_arch[primary_dag]["c1_heldout_acc"], per_arch[primary_dag]["seed"])
         notes["heldout_pair_acc"] = ("seed-mean C1 accuracy on held-out (f, g) pairs (chance 1/17 = 0.059): "
                                      + ", ".join(f"{a} {v:.3f}" for a, v in h.items()))
         m["c1_acc_mean"] = {a: _mean(v["c1_acc"]) for a, v in per_arch.items()}
         m["c2_em_mean"] = {a: _mean(v["c2_em"]) for a, v in per_arch.items()}
     m["load_cv_mean"] = {a: _mean(v["load_cv_mean"]) for a, v in per_arch.items()}
-    return m, notes
+    return m, notes, reps
 
 
 def claim_metrics(runs: list[dict], compose: dict[str, dict], timing: dict,
@@ -223,20 +234,24 @@ def claim_metrics(runs: list[dict], compose: dict[str, dict], timing: dict,
     per_arch = _per_arch(runs)
     mean_val = {a: _mean(v["val_loss"]) for a, v in per_arch.items()}
     pairs = {a: baseline_of(runs, a) for a, v in per_arch.items() if v["aggregation"] == "dag"}
-    m: dict = {"archs": per_arch}
+    # every metric a claim checks is a key, null where it cannot be measured (an arch or the
+    # compose runs missing)
+    m: dict = {"archs": per_arch, "d1_val_loss_delta": None, "d2_loss_ratio": None, "d2_acc_gain": None,
+               "d3_param_overhead_pct": None, "d3_flop_overhead_pct": None, "d4_max_layer_edge_a12": None}
     notes: dict = {}
-    intervals: dict = {}
-    d1m, d1n, d1i = _d1_quality(per_arch, mean_val, pairs, primary_dag, primary_sum)
-    d2m, d2n, d2i = _d2_composition(compose) if "sum" in compose and "dag" in compose else ({}, {}, {})
-    intervals.update(d1i)
-    intervals.update(d2i)
+    replicates: dict = {}
+    d1m, d1n, d1r = _d1_quality(per_arch, mean_val, pairs, primary_dag, primary_sum)
+    d2m, d2n, d2r = _d2_composition(compose) if "sum" in compose and "dag" in compose else ({}, {}, {})
+    d4m, d4n, d4r = _d4_edges(runs, per_arch, compose, d2m, primary_dag)
+    sm, sn, sr = _synthetic_task_means(per_arch, primary_dag)
+    for r in (d1r, d2r, d4r, sr):
+        replicates.update(r)
     for pm, pn in ((d1m, d1n), (d2m, d2n), _d3_overheads(per_arch, pairs),
                    _d3_step_time(timing, pairs, primary_dag, primary_sum) if timing else ({}, {}),
-                   _d4_edges(per_arch, compose, d2m, primary_dag),
-                   _synthetic_task_means(per_arch, primary_dag)):
+                   (d4m, d4n), (sm, sn)):
         m.update(pm)
         notes.update(pn)
-    m["intervals"] = intervals
+    m["replicates"] = replicates
     m["notes"] = notes
     return m
 

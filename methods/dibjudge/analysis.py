@@ -2,18 +2,30 @@
 from __future__ import annotations
 
 from methods.core.plots import figure, save
-from methods.core.stats import t_interval
+from methods.core.stats import replicate_record
 
 from .config import ReportConfig
+
+# every claim and guard metric, present as a key (None = not measured) whatever variants ran
+METRICS = ("c1_bias_gap_ratio", "c1_sft_p_mt", "c2_adv_gain", "c2_sft_adv_acc", "c2_id_drop", "c2_sft_min_id_acc",
+           "c2_en_drop", "c2_sft_en_acc", "c3_min_gap", "c3_both_lower", "c3_nodis_probe_acc",
+           "c4_min_margin", "c4_ablations_reduce_less", "c4_full_reduction")
 
 
 def _gap(m, lang):
     return abs(m[f"p_mt_{lang}"] - 0.5)
 
 
-def _seed_interval(values):
-    """95% t interval over seeds (methods.core.stats), or None with fewer than 2 seeds."""
-    return t_interval(values) if len(values) >= 2 else None
+def _c3_gap(dib, nd):
+    """The smaller of no_dis − DIBJudge in dCor and in probe accuracy: > 0 iff both are lower."""
+    return min(nd["dcor"] - dib["dcor"], nd["probe_acc"] - dib["probe_acc"])
+
+
+def _c4_margin(sft, full, nb, np_, lang):
+    """The smaller of (full's bias reduction − an ablation's), over no_bottleneck and no_proxy:
+    > 0 iff both ablations reduce |p_MT − 0.5| less than the full model."""
+    red = lambda v: _gap(sft, lang) - _gap(v, lang)  # noqa: E731
+    return min(red(full) - red(nb), red(full) - red(np_))
 
 
 def claim_metrics(res: dict[str, dict], cfg: ReportConfig, per_seed: dict[str, dict] | None = None) -> dict:
@@ -23,7 +35,7 @@ def claim_metrics(res: dict[str, dict], cfg: ReportConfig, per_seed: dict[str, d
     and must have learned quality), no_dis's probe accuracy, the full model's bias reduction."""
     L, full = cfg.lang, cfg.full
     sft, dib = res.get("sft"), res.get(full)
-    out, notes, intervals = {}, {}, {}
+    out, notes, replicates = dict.fromkeys(METRICS), {}, {}
     ps = per_seed or {}
     seeds = sorted(set(ps.get("sft", {})) & set(ps.get(full, {})))
     if sft and dib:
@@ -44,9 +56,7 @@ def claim_metrics(res: dict[str, dict], cfg: ReportConfig, per_seed: dict[str, d
                    "c2_en_drop": [s["id_acc_EN"] - d["id_acc_EN"] for s, d in zip(s_, d_)]}
             for k, v in per.items():
                 out[k] = float(sum(v) / len(v))
-                iv = _seed_interval(v)
-                if iv is not None:
-                    intervals[k] = iv
+                replicates[k] = replicate_record(v, unit="seed", ids=seeds)
         else:
             out["c2_id_drop"] = max(sft[k] - dib[k] for k in id_keys)
             out["c2_en_drop"] = sft["id_acc_EN"] - dib["id_acc_EN"]
@@ -62,14 +72,27 @@ def claim_metrics(res: dict[str, dict], cfg: ReportConfig, per_seed: dict[str, d
         out["c3_probe_lower"] = bool(dib["probe_acc"] < nd["probe_acc"])
         out["c3_both_lower"] = out["c3_dcor_lower"] and out["c3_probe_lower"]
         out["c3_nodis_probe_acc"] = nd["probe_acc"]
+        out["c3_min_gap"] = _c3_gap(dib, nd)
+        s3 = [k for k in sorted(set(ps.get(full, {})) & set(ps.get("no_dis", {})))
+              if ps[full][k].get("dcor") is not None and ps["no_dis"][k].get("dcor") is not None]
+        if s3:   # per seed (paired: same seed), the point value their mean
+            v = [_c3_gap(ps[full][k], ps["no_dis"][k]) for k in s3]
+            out["c3_min_gap"] = float(sum(v) / len(v))
+            replicates["c3_min_gap"] = replicate_record(v, unit="seed", ids=s3)
         notes["c3_both_lower"] = (f"dCor {dib['dcor']:.3f} vs no_dis {nd['dcor']:.3f}; probe "
                                   f"{dib['probe_acc']:.3f} vs {nd['probe_acc']:.3f}")
     if sft and dib and res.get("no_bottleneck") and res.get("no_proxy"):
         red = {v: _gap(sft, L) - _gap(res[v], L) for v in (full, "no_bottleneck", "no_proxy")}
         out["c4_ablations_reduce_less"] = bool(red["no_bottleneck"] < red[full] and red["no_proxy"] < red[full])
         out["c4_full_reduction"] = red[full]
+        out["c4_min_margin"] = _c4_margin(sft, dib, res["no_bottleneck"], res["no_proxy"], L)
+        s4 = sorted(set.intersection(*(set(ps.get(v, {})) for v in ("sft", full, "no_bottleneck", "no_proxy"))))
+        if s4:
+            v = [_c4_margin(ps["sft"][k], ps[full][k], ps["no_bottleneck"][k], ps["no_proxy"][k], L) for k in s4]
+            out["c4_min_margin"] = float(sum(v) / len(v))
+            replicates["c4_min_margin"] = replicate_record(v, unit="seed", ids=s4)
         notes["c4_ablations_reduce_less"] = "bias reduction vs SFT: " + ", ".join(f"{k} {v:+.3f}" for k, v in red.items())
-    out["intervals"] = intervals
+    out["replicates"] = replicates
     out["notes"] = notes
     return out
 

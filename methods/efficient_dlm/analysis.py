@@ -26,37 +26,46 @@ def _paired_interval(a: dict, b: dict, scale: float = 1.0) -> dict:
     prompts (one conversion seed: it covers the prompt sample, not training-seed variance)."""
     from methods.core.stats import interval_record, paired_bootstrap_diff
 
-    iv = paired_bootstrap_diff(a["correct"], b["correct"])
+    iv = paired_bootstrap_diff(a["correct"], b["correct"], unit="item")
     return interval_record(scale * iv["lo"], scale * iv["hi"], method="paired bootstrap over prompts",
-                           n=iv["n"], level=iv["level"])
+                           n=iv["n"], level=iv["level"], unit="item")
 
 
-def _mean_and_interval(values: list[float], single=None):
-    """The mean over conversion seeds and its 95% t interval (≥ 2 seeds), else `single()` (an
-    interval over prompts for one seed) or none."""
+# the claims' metrics and their guards' (claims.yaml): always keys of the summary, null when not measured
+CLAIM_KEYS = ("c1_drift_ratio", "c2_acc_gap_vs_fullbidir", "c2b_acc_gap_vs_blk_noisy", "c3_posmask_gain_fast",
+              "c4_tpf_mid", "c4_acc_loss_pp", "ar_acc", "c2_pair_best_acc", "c2b_pair_best_acc", "c3_pair_best_acc",
+              "c4_acc_mid", "c4_acc_slow")
+
+
+def _over_seeds(m: dict, reps: dict, intervals: dict, key: str, values: list[float], seeds: list[int],
+                single=None) -> None:
+    """The mean over conversion seeds as the metric and the per-seed values as its `replicates`
+    record (unit seed: core computes the interval over the seeds); with one seed, `single()` (an
+    interval over that model's prompts, unit item) goes to `intervals` for the report."""
     import numpy as np
 
-    from methods.core.stats import t_interval
+    from methods.core.stats import replicate_record
 
-    if len(values) >= 2:
-        return float(np.mean(values)), t_interval(values)
-    return float(values[0]), (single() if single else None)
+    m[key] = float(np.mean(values))
+    if np.isfinite(values).all():
+        reps[key] = replicate_record(values, unit="seed", ids=[f"s{s}" for s in seeds])
+    if len(values) == 1 and single is not None:
+        intervals[key] = single()
 
 
 def claim_metrics(rows, drifts, cfg: AnalysisConfig):
     """Claim metrics (means over conversion seeds), their guard metrics (the accuracy of the models
-    each comparison rests on) and intervals: a t interval over the conversion seeds, or with one
-    seed a paired bootstrap over the held-out prompts."""
-    m, notes, intervals = {}, {}, {}
+    each comparison rests on), their per-seed values (`replicates`, unit seed) and, with one seed
+    only, a paired bootstrap over the held-out prompts (`intervals`, unit item: for the report, the
+    claims replicate over seeds)."""
+    m, notes, intervals, reps = dict.fromkeys(CLAIM_KEYS), {}, {}, {}
     seeds = _seeds(rows)
     dr = _by_seed(drifts)
     if "fullbidir" in dr and "blk_clean" in dr:
-        ratios = [dr["blk_clean"][s]["mean"] / dr["fullbidir"][s]["mean"] for s in seeds
-                  if s in dr["blk_clean"] and s in dr["fullbidir"]]
+        have = [s for s in seeds if s in dr["blk_clean"] and s in dr["fullbidir"]]
+        ratios = [dr["blk_clean"][s]["mean"] / dr["fullbidir"][s]["mean"] for s in have]
         if ratios:
-            m["c1_drift_ratio"], iv = _mean_and_interval(ratios)
-            if iv:
-                intervals["c1_drift_ratio"] = iv
+            _over_seeds(m, reps, intervals, "c1_drift_ratio", ratios, have)
             notes["c1_drift_ratio"] = "drift blk_clean / fullbidir per seed: " + ", ".join(f"{x:.3f}" for x in ratios)
     th, ft = cfg.claim_threshold, cfg.fast_threshold
     # (metric, guard prefix, model a, model b, threshold): the claim's gap is acc(a) − acc(b) per
@@ -67,33 +76,31 @@ def claim_metrics(rows, drifts, cfg: AnalysisConfig):
              ("c3_posmask_gain_fast", "c3", "blk_clean_posmask", "blk_clean", ft)]
     ar = _row(rows, "ar", None)
     for metric, prefix, a, b, t in pairs:
-        got = [(_row(rows, a, t, s), _row(rows, b, t, s)) for s in seeds]
-        got = [(ra, rb) for ra, rb in got if ra and rb]
+        got = [(s, _row(rows, a, t, s), _row(rows, b, t, s)) for s in seeds]
+        have = [s for s, ra, rb in got if ra and rb]
+        got = [(ra, rb) for _, ra, rb in got if ra and rb]
         if not got:
             continue
         gaps = [ra["acc"] - rb["acc"] for ra, rb in got]
         one = (lambda ra=got[0][0], rb=got[0][1]: _paired_interval(ra, rb)) if "correct" in got[0][0] else None
-        m[metric], iv = _mean_and_interval(gaps, one)
-        if iv:
-            intervals[metric] = iv
+        _over_seeds(m, reps, intervals, metric, gaps, have, one)
         acc_a, acc_b = [ra["acc"] for ra, _ in got], [rb["acc"] for _, rb in got]
         m[f"{prefix}_pair_best_acc"] = min(max(x, y) for x, y in zip(acc_a, acc_b))
         notes[metric] = (f"exact match at τ={t} per seed: {a} " + ", ".join(f"{x:.3f}" for x in acc_a)
                          + f"; {b} " + ", ".join(f"{x:.3f}" for x in acc_b)
                          + (f" (AR base {ar['acc']:.3f})" if ar else ""))
-    got = [(_row(rows, "blk_clean", cfg.mid_threshold, s), _row(rows, "blk_clean", cfg.slow_threshold, s))
+    got = [(s, _row(rows, "blk_clean", cfg.mid_threshold, s), _row(rows, "blk_clean", cfg.slow_threshold, s))
            for s in seeds]
-    got = [(mid, slow) for mid, slow in got if mid and slow]
+    have = [s for s, mid, slow in got if mid and slow]
+    got = [(mid, slow) for _, mid, slow in got if mid and slow]
     if got:
-        m["c4_tpf_mid"], iv = _mean_and_interval([mid["useful_tpf"] for mid, _ in got])   # through the answer newline
-        if iv:
-            intervals["c4_tpf_mid"] = iv
+        # tokens through the answer newline per forward
+        _over_seeds(m, reps, intervals, "c4_tpf_mid", [mid["useful_tpf"] for mid, _ in got], have)
         m["c4_acc_mid"] = min(mid["acc"] for mid, _ in got)       # guards: the worst seed
         m["c4_acc_slow"] = min(slow["acc"] for _, slow in got)
         one = ((lambda: _paired_interval(got[0][1], got[0][0], 100.0)) if "correct" in got[0][0] else None)
-        m["c4_acc_loss_pp"], iv = _mean_and_interval([100 * (slow["acc"] - mid["acc"]) for mid, slow in got], one)
-        if iv:
-            intervals["c4_acc_loss_pp"] = iv
+        _over_seeds(m, reps, intervals, "c4_acc_loss_pp", [100 * (slow["acc"] - mid["acc"]) for mid, slow in got],
+                    have, one)
         tpf_all = sum(mid["tpf"] for mid, _ in got) / len(got)
         if m["c4_tpf_mid"] < 1.5:
             notes["c4_tpf_mid"] = (f"tokens through the answer's newline per forward {m['c4_tpf_mid']:.2f} < 1.5 at "
@@ -119,6 +126,8 @@ def claim_metrics(rows, drifts, cfg: AnalysisConfig):
                               f"comparisons rest on it (tasks {', '.join(per_task)})")
     if intervals:
         m["intervals"] = intervals
+    if reps:
+        m["replicates"] = reps
     return m, notes
 
 

@@ -115,7 +115,7 @@ def build_parser():
     s = step("evaluate", _evaluate, "exact match of every system on every test prompt, costs (one replicate)",
              "data", "sft", "cdpo", "out", threads=True)
     s.add_argument("--experts", nargs="+", required=True)
-    s = step("aggregate", _aggregate, "replicates pooled: claim metrics with Wilson intervals, table, figure",
+    s = step("aggregate", _aggregate, "claim metrics over the replicates (per-seed values, unit seed), table, figure",
              "summary", "table", "figure")
     s.add_argument("--evals", nargs="+", required=True)
     return p

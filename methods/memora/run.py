@@ -293,6 +293,13 @@ def step_theory(cfg: dict, data: str, emb: str, out: str) -> dict:
     return res
 
 
+# the metrics claims.yaml checks or guards on, at any scale
+CLAIM_METRICS = ("c1_policy_minus_semantic", "c1_policy_minus_rag", "c1_rag_multi_recall", "n_multi_hop",
+                 "c2_ablation_holds", "c3_entry_ratio", "c3_ku_gain", "n_knowledge_update", "c4_token_ratio",
+                 "c5_d1_exact", "c6_judge_policy_minus_rag", "c6_judge_memora_policy", "n_judged",
+                 "judge_failure_rate")
+
+
 def _paired(rows: list[dict], a: tuple, b: tuple, category: str, key: str) -> tuple[list, list]:
     """Per-question values of `key` for runs a and b (store, policy) on the questions of `category`
     where both are defined, paired by question id."""
@@ -316,8 +323,8 @@ def question_intervals(rows: list[dict]) -> dict:
             ("c1_policy_minus_rag", ("memora", "policy"), ("rag", "semantic"), "multi_hop", "recall"),
             ("c3_ku_gain", ("memora", "semantic"), ("factstore", "semantic"), "knowledge_update", "ku_ok")):
         x, y = _paired(rows, a, b, cat, key)
-        if len(x) >= 2:
-            out[metric] = paired_bootstrap_diff(x, y)
+        if len(x) >= 2:   # a bootstrap over questions (items) of one generated data set
+            out[metric] = paired_bootstrap_diff(x, y, unit="item")
     return out
 
 
@@ -395,10 +402,11 @@ def judge_summary(judged_rows: list[dict]) -> dict:
     m["c6_judge_policy_minus_rag"] = sum(a[q] - b[q] for q in both) / len(both) if both else None
     m["judge_intervals"] = {}
     if len(both) >= 2:
+        # fixed answering and judge LLMs (greedy) on a fixed benchmark: the questions are the replicates
         m["judge_intervals"]["c6_judge_policy_minus_rag"] = paired_bootstrap_diff([a[q] for q in both],
-                                                                                  [b[q] for q in both])
+                                                                                  [b[q] for q in both], unit="item")
     if len(a) >= 2:
-        m["judge_intervals"]["c6_judge_memora_policy"] = bootstrap_mean(list(a.values()))
+        m["judge_intervals"]["c6_judge_memora_policy"] = bootstrap_mean(list(a.values()), unit="item")
     return m
 
 
@@ -428,20 +436,11 @@ def step_aggregate(cfg: dict, runs: list[str], builds: list[str], theory: str,
     emb = ("all-MiniLM-L6-v2 embeddings (paper: text-embedding-3-small)" if cfg["embedder"] == "minilm"
            else "hashing bag-of-words embeddings (test/smoke embedder, not MiniLM)")
     notes = {"general": f"{sim}; {emb}; numbers measure the retrieval mechanism, not LLM answers or judge scores."}
-    for key, ok, msg in [
-        ("c1_policy_minus_semantic", lambda v: v >= 0.15, "multi-hop recall gain of the anchor-walking policy over semantic search is below the 0.15 threshold"),
-        ("c1_policy_minus_rag", lambda v: v >= 0, "memora+policy multi-hop recall is below RAG's"),
-        ("c2_ablation_holds", lambda v: v, f"policy gain without anchors ({gn}) is not at most half the gain with anchors ({ga})"),
-        ("c3_entry_ratio", lambda v: v <= 0.6, "consolidation kept more than 0.6x the fact-store's entries"),
-        ("c3_ku_gain", lambda v: v > 0, "knowledge-update latest-first rate is not higher for memora than the fact store"),
-        ("c4_token_ratio", lambda v: v <= 0.10, "memora+policy context exceeds 10% of the full history"),
-        ("c5_d1_exact", lambda v: v, "Theorem D.1 instance differs from flat RAG"),
-    ]:
-        v = m.get(key)
-        text = sim if key != "c5_d1_exact" else "no LLM involved"
-        if v is not None and not ok(v):
-            text = f"not reproduced: {msg} (measured {v if isinstance(v, bool) else round(v, 4)}); {text}"
-        notes[key] = text
+    # notes describe what was measured; the verdicts and thresholds are claims.yaml's alone (methods.core.claims)
+    for key in ("c1_policy_minus_semantic", "c1_policy_minus_rag", "c3_entry_ratio", "c3_ku_gain", "c4_token_ratio"):
+        notes[key] = sim
+    notes["c2_ablation_holds"] = f"policy − semantic multi-hop recall gap with anchors {ga}, without anchors {gn}; {sim}"
+    notes["c5_d1_exact"] = "no LLM involved"
     if replies:     # a prompted LLM: how many of its build replies held no JSON (read as "no memory")
         m["build_llm_replies"] = replies
         notes["general"] += " Build LLM replies without a JSON object (unparseable, read as no memory): " + ", ".join(
@@ -454,8 +453,8 @@ def step_aggregate(cfg: dict, runs: list[str], builds: list[str], theory: str,
         notes["c4_token_ratio"] += ", so its zero context is not a measurement of C4"
     if cfg["llm"]["kind"] == "template":
         notes["c2_ablation_holds"] += ("; without anchors the simulated policy has no links to expand, so "
-                                       "it reduces to semantic search and C2 holds by construction: it "
-                                       "does not show anchors helping a real policy LLM")
+                                       "it reduces to semantic search and the gap without anchors is 0 by "
+                                       "construction: it does not show anchors helping a real policy LLM")
     if judged:
         jm = judge_summary([r for p in judged for r in read_jsonl(p)])
         m["intervals"].update(jm.pop("judge_intervals"))
@@ -477,6 +476,8 @@ def step_aggregate(cfg: dict, runs: list[str], builds: list[str], theory: str,
                 notes[key] += ("; judge failures (replies without a verdict, not scored): " + ", ".join(
                     f"{r['store']}:{r['policy']} {r['failed']}/{r['n']}" for r in m["judge_table"]
                     if r["category"] == "all"))
+    for key in CLAIM_METRICS:   # every claim and guard metric is a key (None: not measured in this run)
+        m.setdefault(key, None)
     m["notes"] = notes
     m["table"] = table
     write_metrics(summary_out, m, cfg, llm={"curator": served_by} if served_by else None)

@@ -7,7 +7,7 @@ import numpy as np
 
 from methods.core.plots import figure, label_points, save
 from methods.core.results import write_metrics, write_text
-from methods.core.stats import t_interval
+from methods.core.stats import replicate_record
 
 from .config import AnalysisConfig
 
@@ -48,9 +48,8 @@ def summarize(cfg: AnalysisConfig, pid: dict, inter: list, rew: dict, summary, t
     by_seed = {k: {r["seed"]: r["syn_acc"] for r in v} for k, v in runs.items()}
     seeds = sorted(set(by_seed["pid"]) & set(by_seed["uniform"]))
     diffs = [by_seed["pid"][sd_] - by_seed["uniform"][sd_] for sd_ in seeds]
-    intervals = {}
-    if len(diffs) >= 2:
-        intervals["c4_syn_acc_gain"] = t_interval(diffs)
+    # the per-seed differences are the replicates; claims computes the interval over seeds
+    replicates = {"c4_syn_acc_gain": replicate_record(diffs, unit="seed", ids=seeds)} if diffs else {}
     # guard metrics: spreads of the C2 series (a Spearman ρ of a flat series measures nothing), the
     # information the profile's SYN decisions and the omni decisions carry, C4's headroom
     rng_ = lambda v: float(max(v) - min(v)) if v else None  # noqa: E731
@@ -65,7 +64,7 @@ def summarize(cfg: AnalysisConfig, pid: dict, inter: list, rew: dict, summary, t
                "c3_sensory_info": omni["I"] if omni else None,
                "c4_uniform_syn_acc": mean["uniform"], "c4_base_syn_acc": rew.get("base_syn_acc"),
                "c4_gap_syn_items": rew["gap_family_counts"]["SYN"], "c4_n_seeds": len(diffs),
-               "intervals": intervals,
+               "replicates": replicates,
                "profile": prof, "largest_atom": largest, "c2_points": [{"config": r["config"], "S": a, "U_txt": b,
                                                                         "delta_vision": c} for r, a, b, c in zip(vl, s, ut, dv)],
                "sensory": omni, "reweight_syn_acc": {"mean": mean, "sd": sd}, "notes": notes}
@@ -143,7 +142,7 @@ def summarize_hub(cfg: AnalysisConfig, pid: dict, inter: list, rew: dict, summar
     by_seed = {k: {r["seed"]: r["syn_acc"] for r in v} for k, v in runs.items()}
     seeds = sorted(set(by_seed["pid"]) & set(by_seed["uniform"]))
     diffs = [by_seed["pid"][s_] - by_seed["uniform"][s_] for s_ in seeds]
-    intervals = {"c4_syn_acc_gain": t_interval(diffs)} if len(diffs) >= 2 else {}
+    replicates = {"c4_syn_acc_gain": replicate_record(diffs, unit="seed", ids=seeds)} if diffs else {}
     notes["c4_syn_acc_gain"] = (f"LoRA on {rew.get('lora_base')}: mean test accuracy over the benchmarks, mean±sd over seeds: "
                                 + ", ".join(f"{k} {mean[k]:.3f}±{sd[k]:.3f}" for k in mean)
                                 + f"; top-K gap items per benchmark {rew['gap_family_counts']}")
@@ -155,7 +154,7 @@ def summarize_hub(cfg: AnalysisConfig, pid: dict, inter: list, rew: dict, summar
                "c2_per_benchmark": per, "c3_uvis_minus_sav": None, "c3_sensory_info": None,
                "c4_syn_acc_gain": mean["pid"] - mean["uniform"], "c4_uniform_syn_acc": mean["uniform"],
                "c4_base_syn_acc": rew.get("base_syn_acc"), "c4_gap_syn_items": rew.get("n_gap"),
-               "c4_n_seeds": len(diffs), "intervals": intervals,
+               "c4_n_seeds": len(diffs), "replicates": replicates,
                "c2_points": [{"config": r["config"], "model": r["model"], "benchmark": r["benchmark"],
                               **{k: pid[r["config"]]["pooled"][k] for k in (*ATOMS, "I")},
                               "delta_vision": r["delta_vision"]} for r in inter],

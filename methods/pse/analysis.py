@@ -15,6 +15,12 @@ SIM_NOTE = ("SimAgent is a scripted simulator with planted probabilities standin
             "metric checks that the harness recovers the planted value, not any real model's behaviour.")
 
 
+# the metrics claims.yaml checks or guards on, at any scale
+CLAIM_METRICS = ("cells_within_ci_frac", "judge_kappa", "n0_max_rate", "factual_h_abs_err", "nonfactual_no_decay",
+                 "compounding_within_ci", "compounding_factor", "d1_reduction_ci_contains_planted", "d1_reduction",
+                 "d2_fpr_mention", "d2_fpr_nomention", "d2_flag_rate_contaminated", "susceptibility_min")
+
+
 def planted_rate(p: dict, ctype: str, N: int, T: int, P: int, t: int) -> float:
     if not N:
         return 0.0
@@ -32,7 +38,7 @@ def ratio_interval(first, last, conf: float, *, n_resamples: int = 2000, seed: i
     f, l_ = first[idx].mean(axis=1), last[idx].mean(axis=1)
     r = l_[f > 0] / f[f > 0]
     lo, hi = np.quantile(r, [(1 - conf) / 2, (1 + conf) / 2])
-    return interval_record(float(lo), float(hi), method="bootstrap ratio", n=len(first), level=conf)
+    return interval_record(float(lo), float(hi), method="bootstrap ratio", n=len(first), level=conf, unit="item")
 
 
 def _rate(k, n, conf):
@@ -57,7 +63,7 @@ def _factorial(scen: dict, labels: dict, planted: dict | None, primary: str,
     simulator), the fraction of cells whose CI holds the planted rate, the largest contamination
     with and without name binding, and each agent's susceptibility (the N = 1 rate).
     Returns (metrics, rows, notes)."""
-    rows, in_ci, susc, susc_ci = [], [], {}, {}
+    rows, in_ci, susc, susc_ci, n_bound = [], [], {}, {}, {}
     n0_max, n1_max = 0.0, 0.0
     for agent, lab in labels.items():
         cells = _factorial_cells(scen, lab)
@@ -77,13 +83,16 @@ def _factorial(scen: dict, labels: dict, planted: dict | None, primary: str,
         susc[agent] = float(np.mean(bound)) if bound else float("nan")
         if bound:
             susc_ci[agent] = wilson(int(sum(bound)), len(bound), conf)
+            n_bound[agent] = len(bound)
     m: dict = {"cells_within_ci_frac": float(np.mean(in_ci)) if in_ci else None, "n_cells_checked": len(in_ci)}
     notes = {}
     if susc_ci:
-        # min over agents: every agent ≥ t exactly when the smallest lower Wilson limit is
+        # min over agents: every agent ≥ t exactly when the smallest lower Wilson limit is. Its
+        # replicates are trials (items) of fixed agents: n is the fewest trials behind one agent's
+        # Wilson interval (the number of agents is not a replicate count)
         m["intervals"] = {"susceptibility_min": interval_record(
             min(lo for lo, _ in susc_ci.values()), min(hi for _, hi in susc_ci.values()),
-            method="min of wilson", n=len(susc_ci), level=conf)}
+            method="min of wilson", n=min(n_bound.values()), level=conf, unit="item")}
     # "no contamination without name binding" says nothing when no agent was contaminated with it
     # either (e.g. an agent that never follows the note): then the check is vacuous, not passed
     m["n0_max_rate"] = n0_max if n1_max > 0 else None
@@ -159,7 +168,8 @@ def _self_verification(sv: dict, panel: set, m: dict, d1: dict, planted: dict | 
     removed = sum(1 - sv[i]["final"] for i in drafts)
     r = _rate(removed, len(drafts), conf)
     out = {"d1_reduction": r["rate"], "d1_reduction_ci": [r["lo"], r["hi"]],
-           "intervals": ({"d1_reduction": interval_record(r["lo"], r["hi"], method="wilson", n=r["n"], level=conf)}
+           "intervals": ({"d1_reduction": interval_record(r["lo"], r["hi"], method="wilson", n=r["n"], level=conf,
+                                                          unit="item")}
                          if drafts else {}),
            "d1_reduction_ci_contains_planted": (r["lo"] - 1e-12 <= planted["catch"] <= r["hi"] + 1e-12
                                                 if planted else None)}
@@ -270,6 +280,8 @@ def analyse(scen: dict, labels: dict, pipe: list, defs: dict, planted: dict | No
             f"{m['judge_n']} answers of {primary}, reference: {m['judge_reference']}, raw agreement "
             f"{m['judge_agreement']}, positive labels judge {m['judge_positive_frac']} / reference "
             f"{m['reference_positive_frac']}") if x)
+    for k in CLAIM_METRICS:   # every claim and guard metric is a key (None: not measured in this run)
+        m.setdefault(k, None)
     for k in ("inconclusive", "intervals"):
         if not m[k]:
             del m[k]

@@ -168,17 +168,21 @@ def routing_changed(tr: dict, base: dict) -> float:
     return float((a != b).any(-1).mean())
 
 
-def _t(values) -> dict | None:
-    """95% t interval over per-seed values (methods.core.stats), None with < 2 seeds."""
-    from methods.core.stats import t_interval
-
-    return t_interval(values) if len(values) >= 2 else None
+# metrics of the headline / mechanism claims (claims.yaml, `replicates: seed`): the summary
+# carries their per-seed values as a `replicates` record, from which methods.core.claims computes
+# the interval at the level of the current look
+SEED_METRICS = ("c1_eor_ratio", "c2_ppl_ratio", "c3_ce_only_eor_ratio", "c5_distinct_ratio", "c4_lru_miss_drop",
+                "c2b_no_trust_eor_minus_remoe", "c2c_no_trust_ppl_minus_remoe")
 
 
 def claim_metrics(per: dict, cfg: AnalysisConfig) -> dict:
     """Claim metrics from {trace name: variant_metrics}. Every fine-tuned variant has one trace
     per seed (one shared base): each claim's per-seed value against the base, the mean over seeds
-    as the metric and a 95% t interval over the seeds under `intervals`."""
+    as the metric and the per-seed values under `replicates` (unit seed; the fine-tune seed is the
+    outer unit, documents of one checkpoint are never the replicates); C2b / C2c compare the
+    w/o-trust fine-tune with ReMoE of the same seed (per-seed differences)."""
+    from methods.core.stats import replicate_record
+
     b = per[cfg.base]
     K = b["k"]
     by: dict = {}
@@ -191,17 +195,18 @@ def claim_metrics(per: dict, cfg: AnalysisConfig) -> dict:
     k1, k2 = f"lru@{K}", f"lru@{2 * K}"
     if k1 not in b["fetch_per_token"]:
         raise InputError(f"config key 'analysis.capacities' must contain K = {K}")
-    out: dict = {"seeds": sorted(by[cfg.remoe]), "notes": {}, "intervals": {}, "per_seed": {}}
-    notes, iv, ps = out["notes"], out["intervals"], out["per_seed"]
+    out: dict = {"seeds": sorted(by[cfg.remoe]), "notes": {}, "replicates": {}, "per_seed": {}}
+    notes, reps, ps = out["notes"], out["replicates"], out["per_seed"]
 
     def over_seeds(key, variant, fn, fmt="{:.4f}"):
         if variant not in by:
             out[key] = None
             return
-        vals = [fn(by[variant][sd]) for sd in sorted(by[variant])]
+        seeds = sorted(by[variant])
+        vals = [fn(by[variant][sd]) for sd in seeds]
         out[key], ps[key] = float(np.mean(vals)), vals
-        if (t := _t(vals)) is not None:
-            iv[key] = t
+        if key in SEED_METRICS and np.isfinite(vals).all():
+            reps[key] = replicate_record(vals, unit="seed", ids=[f"s{sd}" for sd in seeds])
         notes[key] = (f"mean over {len(vals)} fine-tune seeds (one base) of the per-seed value "
                       + "/".join(fmt.format(x) for x in vals))
 
@@ -234,6 +239,17 @@ def claim_metrics(per: dict, cfg: AnalysisConfig) -> dict:
             + f"; both higher in {sum(holds)} of {len(seeds)} seeds")
     else:
         out["c2b_no_trust_direction_seeds"] = None
+    # C2b / C2c: the w/o-trust fine-tune against ReMoE of the same seed, per seed (seeds both ran)
+    for key, col in (("c2b_no_trust_eor_minus_remoe", "eor"), ("c2c_no_trust_ppl_minus_remoe", "ppl")):
+        seeds = sorted(set(by.get(cfg.no_trust, {})) & set(by[cfg.remoe]))
+        if not seeds:
+            out[key] = None
+            continue
+        vals = [by[cfg.no_trust][sd][col] - by[cfg.remoe][sd][col] for sd in seeds]
+        out[key], ps[key] = float(np.mean(vals)), vals
+        if np.isfinite(vals).all():
+            reps[key] = replicate_record(vals, unit="seed", ids=[f"s{sd}" for sd in seeds])
+        notes[key] = notes.get("c2b_no_trust_direction_seeds", "")
     return out
 
 

@@ -25,7 +25,15 @@ def _t(values) -> dict | None:
     """95% t interval over per-seed values (methods.core.stats), None with < 2 values."""
     from methods.core.stats import t_interval
 
-    return t_interval(values) if len(values) >= 2 else None
+    return t_interval(values, unit="seed") if len(values) >= 2 else None
+
+
+def _replicates(values, seeds) -> dict:
+    """The per-seed values of a claim metric for methods.core.claims to compute the interval over
+    the seeds from (the training seed is the outer unit)."""
+    from methods.core.stats import replicate_record
+
+    return replicate_record(values, unit="seed", ids=[f"s{int(sd)}" for sd in seeds])
 
 
 def _curve(df, width, opt):
@@ -36,27 +44,32 @@ def _curve(df, width, opt):
     return sub.groupby("lr")[["acc", "bf16_changed", "fp32_changed"]].mean().reset_index().sort_values("lr")
 
 
-def _per_seed_ratios(df, width, tol) -> tuple[list[float], list[int]]:
-    """([matched ratio of each seed whose curves match], [seeds with no matchable SGD lr]) at one
-    width: `matched_ratio` on each seed's own lr curves."""
-    per_seed, unmatched = [], []
+def _per_seed_ratios(df, width, tol) -> tuple[list[float], list[int], list[int]]:
+    """([matched ratio of each seed whose curves match], [seeds with no matchable SGD lr],
+    [the matched seeds]) at one width: `matched_ratio` on each seed's own lr curves."""
+    per_seed, unmatched, matched = [], [], []
     for sd in sorted(df[(df.width == width) & (df.optimizer == "sgd")].seed.unique()):
         one = df[df.seed == sd]
         r_sd, _ = matched_ratio(_curve(one, width, "sgd"), _curve(one, width, "adamw"), tol)
-        (per_seed if r_sd is not None else unmatched).append(r_sd if r_sd is not None else int(sd))
-    return per_seed, unmatched
+        if r_sd is None:
+            unmatched.append(int(sd))
+        else:
+            per_seed.append(r_sd)
+            matched.append(int(sd))
+    return per_seed, unmatched, matched
 
 
 def _width_gap(m, intervals, inconclusive, notes, seed_ratios, small, large) -> None:
     """R2b: mean per-seed matched ratio at the narrowest width minus the same at the widest (> 0:
     the ratio falls with width), with a Welch 95% interval (the seeds at the two widths are
-    different models, so unpaired). Fewer than 2 matched seeds at either width, or an unmatched
+    different models, so unpaired); its `n` is the smaller of the two seed counts (the replicates
+    behind the less replicated mean). Fewer than 2 matched seeds at either width, or an unmatched
     seed, gives no interval, and the analysis declares the metric inconclusive."""
     from scipy import stats
 
     from methods.core.stats import interval_record
 
-    (rs, un_s), (rl, un_l) = seed_ratios[small], seed_ratios[large]
+    (rs, un_s, _), (rl, un_l, _) = seed_ratios[small], seed_ratios[large]
     m["r2_ratio_small_per_seed"] = rs
     m["r2_width_gap"] = (sum(rs) / len(rs) - sum(rl) / len(rl)) if rs and rl else None
     notes["r2_width_gap"] = (f"per-seed matched ratio d={small}: " + ("/".join(f"{x:.3f}" for x in rs) or "none")
@@ -71,7 +84,7 @@ def _width_gap(m, intervals, inconclusive, notes, seed_ratios, small, large) -> 
         return
     ci = stats.ttest_ind(rs, rl, equal_var=False).confidence_interval(0.95)
     intervals["r2_width_gap"] = interval_record(float(ci.low), float(ci.high), method="welch_t",
-                                                n=len(rs) + len(rl))
+                                                n=min(len(rs), len(rl)), unit="seed")
 
 
 def matched_ratio(sgd, adamw, tol):
@@ -128,8 +141,9 @@ def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summ
     curves = {(w, o): _curve(df, w, o) for w in widths for o in ("adamw", "sgd")}
     if any(c is None for c in curves.values()):
         raise InputError("aggregate: every width needs adamw and sgd runs")
-    intervals, inconclusive = {}, {}
-    # R1: each optimizer at its best lr (by seed-mean accuracy); per-seed differences, seeds paired
+    intervals, inconclusive, reps = {}, {}, {}
+    # R1: each optimizer at its best lr (by seed-mean accuracy); per-seed differences, seeds paired,
+    # as the replicates record (unit seed)
     best = {o: curves[(large, o)].acc.max() for o in ("adamw", "sgd")}
     bl = {o: float(curves[(large, o)].loc[curves[(large, o)].acc.idxmax()].lr) for o in ("adamw", "sgd")}
     at_best = {o: df[(df.width == large) & (df.optimizer == o) & (abs(df.lr - bl[o]) <= 1e-12 * bl[o])]
@@ -143,8 +157,7 @@ def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summ
     m["r1_sgd_minus_adamw_per_seed"] = diffs
     m["r1_best_acc"] = {o: float(v) for o, v in best.items()}
     m["r1_adamw_gain_over_base"] = float(best["adamw"] - base_large)
-    if (t := _t(diffs)) is not None:
-        intervals["r1_sgd_minus_adamw"] = t
+    reps["r1_sgd_minus_adamw"] = _replicates(diffs, at_best["sgd"].index)
     notes["r1_sgd_minus_adamw"] = (f"d={large}, means over {len(diffs)} seeds: SGD best {best['sgd']:.3f} "
                                    f"(lr {bl['sgd']:g}), AdamW best {best['adamw']:.3f} (lr {bl['adamw']:g}), "
                                    f"base {base_large:.3f}; per-seed SGD − AdamW "
@@ -171,9 +184,10 @@ def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summ
     seed_ratios = {w: _per_seed_ratios(df, w, cfg.match_tol) for w in (small, large)}
     _width_gap(m, intervals, inconclusive, notes, seed_ratios, small, large)
     # R2a at the widest width, per seed: the same matching on each seed's own curves; the metric
-    # is the mean over seeds of the per-seed ratio, with a t interval over the seeds. A seed with
-    # no matchable SGD lr makes the claim inconclusive (the seed-mean-curve ratio is then shown).
-    per_seed, unmatched = seed_ratios[large]
+    # is the mean over seeds of the per-seed ratio, the per-seed ratios its replicates record (the
+    # claims engine computes the interval over the seeds). A seed with no matchable SGD lr makes the
+    # claim inconclusive (the seed-mean-curve ratio is then shown).
+    per_seed, unmatched, matched = seed_ratios[large]
     m["r2_ratio_large_seed_mean_curves"] = ratios[large]
     m["r2_ratio_large_per_seed"] = per_seed
     m["r2_unmatched_seeds"] = unmatched
@@ -181,8 +195,8 @@ def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summ
     if unmatched and m["r2_ratio_large"] is not None:
         inconclusive["r2_ratio_large"] = (f"seed(s) {unmatched} at d={large}: no SGD lr within AdamW's accuracy "
                                           f"range ± {cfg.match_tol}, so no matched-reward ratio there")
-    elif not unmatched and (t := _t(per_seed)) is not None:
-        intervals["r2_ratio_large"] = t
+    if per_seed:
+        reps["r2_ratio_large"] = _replicates(per_seed, matched)
     notes["r2_ratio_large"] = (notes[f"r2_ratio_d{large}"] + f" (seed-mean curves: ratio {ratios[large]}); per seed "
                                + "/".join(f"{x:.3f}" for x in per_seed)
                                + (f", unmatched seeds {unmatched}" if unmatched else "")
@@ -245,7 +259,7 @@ def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summ
             ivs = [v["interval"] for v in d5.values()]
             intervals["r5_rl_minus_sft_drop"] = interval_record(
                 max(i["lo"] for i in ivs), max(i["hi"] for i in ivs),
-                method="t per ablation, max over ablations", n=min(i["n"] for i in ivs))
+                method="t per ablation, max over ablations", n=min(i["n"] for i in ivs), unit="seed")
         notes["r5_rl_minus_sft_drop"] = "; ".join(
             f"{k}: relative drop (RL, SFT) per seed " + ", ".join(
                 f"s{r['seed']} ({r['drop_rl']:+.3f}, {r['drop_sft']:+.3f})" for r in v["per_seed"])
@@ -260,6 +274,7 @@ def aggregate(cfg: AnalysisConfig, runs: dict, sft: dict, trl: dict, table, summ
     m["sft_contrast"] = sft
     m["notes"] = notes
     m["intervals"] = intervals
+    m["replicates"] = reps
     m["inconclusive"] = inconclusive
     write_text(table, "# Generated by python -m methods.rl_sgd aggregate\n" + df.to_csv(index=False))
     write_metrics(summary, m, {"analysis": dataclasses.asdict(cfg)})

@@ -172,7 +172,9 @@ def analyze(cfg: RouteConfig, outcomes: str, dirs: dict[str, str], k_prompt: int
         "unseen": unseen, "n_test": nq,
     }
     # intervals: paired bootstrap over the test queries (accuracy differences), and a bootstrap
-    # resampling queries (all their (query, model) pairs) for the AUCs
+    # resampling queries (all their (query, model) pairs) for the AUCs. Their unit is the item (a
+    # test query of one trained pool and predictor); every claim replicates over training seeds
+    # (claims.yaml), so these intervals describe one run and decide no headline claim.
     P = {v: preds[v]["p"] for v in ("rl", "sft", "noanchor")}
     yb = corr
 
@@ -193,9 +195,9 @@ def analyze(cfg: RouteConfig, outcomes: str, dirs: dict[str, str], k_prompt: int
         "c5_grpo_minus_sft": lambda i: auc_of("rl", allc, i) - auc_of("sft", allc, i),
     }
     metrics["intervals"] = {
-        "c1_margin_vs_best_single": paired_bootstrap_diff(y1, corr[:, best_i], seed=cfg.seed),
-        "c1_margin_vs_knn": paired_bootstrap_diff(y1, yk, seed=cfg.seed),
-        "c2_acc_margin_vs_cheapest": paired_bootstrap_diff(y0, corr[:, cheap_i], seed=cfg.seed),
+        "c1_margin_vs_best_single": paired_bootstrap_diff(y1, corr[:, best_i], unit="item", seed=cfg.seed),
+        "c1_margin_vs_knn": paired_bootstrap_diff(y1, yk, unit="item", seed=cfg.seed),
+        "c2_acc_margin_vs_cheapest": paired_bootstrap_diff(y0, corr[:, cheap_i], unit="item", seed=cfg.seed),
         **{k: bootstrap_queries(f, nq, cfg.seed) for k, f in auc_stats.items() if k not in unparsed},
     }
     metrics["intervals"] = {k: v for k, v in metrics["intervals"].items() if v is not None}
@@ -258,7 +260,8 @@ def bootstrap_queries(stat, n: int, seed: int, n_resamples: int = 1000, level: f
     if len(vals) < n_resamples // 2:
         return None
     lo, hi = np.quantile(vals, [(1 - level) / 2, (1 + level) / 2])
-    return interval_record(float(lo), float(hi), method="bootstrap over queries", n=n, level=level)
+    return interval_record(float(lo), float(hi), method="bootstrap over queries", n=n, level=level,
+                           unit="item")
 
 
 def _clean(x):

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from methods.core.results import InputError
-from methods.core.stats import interval_record, t_interval
+from methods.core.stats import holds_record, interval_record, replicate_record, t_interval
 
 from .config import AnalysisConfig
 
@@ -64,26 +64,53 @@ def _per_seed(df, scheme, lr, col) -> pd.Series:
     return _at(df, scheme, lr).set_index("seed")[col].astype(float).sort_index()
 
 
+def _finite_seeds(values: pd.Series, name: str, out: dict) -> pd.Series:
+    """The seeds whose value of a per-seed statistic is finite. A seed without one (a run whose
+    loss, PPL or gradient ratio is non-finite: it diverged) is not dropped silently: it is named
+    in the note and the analysis declares the claim inconclusive (`inconclusive`), since the
+    remaining seeds alone would overstate the evidence."""
+    finite = values[np.isfinite(values.to_numpy(dtype=float))]
+    lost = [int(k) for k in values.index if k not in finite.index]
+    if lost:
+        why = (f"seed(s) {lost} gave no finite value (a diverged or missing run); the interval is over the "
+               f"{len(finite)} other seed(s) of {len(values)}, which cannot decide the claim")
+        out["notes"][name] = out["notes"].get(name, "") + f" [{why}]"
+        out["inconclusive"][name] = why
+    return finite
+
+
+def _replicates(values: pd.Series, name: str, out: dict) -> float:
+    """Per-seed values of a claim metric as its `replicates` record (unit seed, named by seed),
+    over the seeds with a finite value; returns their mean, the point value (NaN when none)."""
+    finite = _finite_seeds(values, name, out)
+    if finite.empty:
+        return float("nan")
+    out["replicates"][name] = replicate_record(finite.to_numpy(dtype=float), unit="seed",
+                                               ids=[int(k) for k in finite.index])
+    if len(finite) < 2:
+        out["notes"][name] = out["notes"].get(name, "") + f" [{len(finite)} seed: no interval]"
+    return float(finite.mean())
+
+
 def _t_or_none(values, name: str, notes: dict):
-    """t interval over per-seed values, or None (with a note) when there are < 2 seeds or a
-    non-finite value (a diverged run): the claim is then decided on the point value alone."""
+    """t interval over per-seed values (unit seed), or None (with a note) when there are < 2."""
     x = np.asarray(values, dtype=float)
     if x.size < 2:
-        notes[name] = notes.get(name, "") + " [1 seed: no interval]"
+        notes[name] = notes.get(name, "") + f" [{x.size} seed: no interval]"
         return None
-    if not np.isfinite(x).all():
-        notes[name] = notes.get(name, "") + " [a non-finite seed value: no interval]"
-        return None
-    return t_interval(x)
+    return t_interval(x, unit="seed")
 
 
 def claim_metrics(df: pd.DataFrame, cfg: AnalysisConfig, steptime: dict, model: dict) -> dict:
-    """Claim metrics; where a claim runs over several seeds, per-seed values paired by seed, the
-    point value as the metric and a 95% t interval over seeds under `intervals`."""
+    """Claim metrics. Where a claim runs over several seeds: per-seed values paired by seed, the
+    mean over seeds as the metric and the per-seed values under `replicates` (unit seed; core
+    computes the interval), or, for a per-seed pass/fail, the count under `holds`. A seed whose
+    value is non-finite (diverged) is named and makes the claim inconclusive (`inconclusive`)."""
     S, P, Q = cfg.siamese, cfg.baseline, cfg.post
     seeds = sorted(int(x) for x in df["seed"].unique())
     out: dict = {"n_seeds": len(seeds), "seeds": seeds, "schemes": sorted(df["scheme"].unique()),
-                 "lrs": sorted(float(x) for x in df["lr"].unique()), "notes": {}, "intervals": {}}
+                 "lrs": sorted(float(x) for x in df["lr"].unique()), "notes": {}, "intervals": {},
+                 "replicates": {}, "holds": {}, "inconclusive": {}}
     notes, iv = out["notes"], out["intervals"]
 
     # C1a: SiameseNorm stable at the high lr, per seed (no divergence and val loss within
@@ -94,16 +121,23 @@ def claim_metrics(df: pd.DataFrame, cfg: AnalysisConfig, steptime: dict, model: 
     out["c1_siamese_high_over_low"] = s_ratio
     lhi = _loss(s_hi).set_axis(s_hi["seed"]).sort_index()
     llo = _loss(s_lo).set_axis(s_lo["seed"]).sort_index()
-    div_s = s_hi.set_index("seed")["diverged"].astype(bool).sort_index()
+    both = lhi.index.intersection(llo.index)        # the seeds run at both lrs
+    lhi, llo = lhi[both], llo[both]
+    div_s = s_hi.set_index("seed")["diverged"].astype(bool).sort_index()[both]
     stable = (~div_s) & (lhi / llo <= 1 + cfg.c1_tolerance)
     out["c1_siamese_stable_seeds"] = int(stable.sum())
     out["c1_siamese_stable_high_lr"] = bool(stable.all())
+    out["holds"]["c1_siamese_stable_high_lr"] = holds_record(stable.tolist(), unit="seed")
     # C1b: Post-Norm fails at the high lr, per seed: diverged, or val loss >= (1 + margin) x
     # Pre-Norm's (same seed); the count of such seeds is the metric
     lq = _loss(q_hi).set_axis(q_hi["seed"]).sort_index()
     lp = _loss(p_hi).set_axis(p_hi["seed"]).sort_index()
-    div_q = q_hi.set_index("seed")["diverged"].astype(bool).sort_index()
+    both = lq.index.intersection(lp.index)
+    lq, lp = lq[both], lp[both]
+    div_q = q_hi.set_index("seed")["diverged"].astype(bool).sort_index()[both]
     fails = div_q | (lq / lp >= 1 + cfg.c1_post_margin)
+    out["c1_post_fails_high_lr"] = bool(2 * int(fails.sum()) > len(fails))
+    out["holds"]["c1_post_fails_high_lr"] = holds_record(fails.tolist(), unit="seed")
     q_ratio = float(lq.mean() / lp.mean())
     out["c1_post_over_pre_high_lr"] = q_ratio
     out["c1_post_diverged_seeds"] = int(div_q.sum())
@@ -117,6 +151,8 @@ def claim_metrics(df: pd.DataFrame, cfg: AnalysisConfig, steptime: dict, model: 
         f"{Q} at lr {cfg.high_lr:g}: {int(div_q.sum())}/{len(div_q)} seeds diverged; val loss / {P}'s per "
         f"seed {per_seed(lq / lp)} (≥ {1 + cfg.c1_post_margin:.2f} or diverged counts as failing); fails in "
         f"{int(fails.sum())} of {len(fails)} seeds")
+    notes["c1_siamese_stable_high_lr"] = notes["c1_siamese_stable_seeds"]
+    notes["c1_post_fails_high_lr"] = notes["c1_post_fail_seeds"]
 
     # C2, C3: each scheme at its own best learning rate (by seed-mean val loss), seeds paired
     lr_s, lr_p = best_lr(df, S), best_lr(df, P)
@@ -126,16 +162,14 @@ def claim_metrics(df: pd.DataFrame, cfg: AnalysisConfig, steptime: dict, model: 
     ratio = ppl_s / ppl_p
     out.update(best_lr={sch: best_lr(df, sch) for sch in out["schemes"]},
                c2_ppl_siamese=float(ppl_s.mean()), c2_ppl_pre=float(ppl_p.mean()),
-               c2_ppl_ratio=float(ratio.mean()), c2_ppl_ratio_per_seed=ratio.tolist(),
-               c2_ppl_ratio_seeds_below_1=int((ratio < 1).sum()))
-    notes["c2_ppl_ratio"] = (f"mean over {len(ratio)} seeds of the per-seed ratio (per seed {per_seed(ratio)}); "
+               c2_ppl_ratio_per_seed=ratio.tolist(), c2_ppl_ratio_seeds_below_1=int((ratio < 1).sum()))
+    notes["c2_ppl_ratio"] = (f"mean over the seeds of the per-seed ratio (per seed {per_seed(ratio)}); "
                              f"val PPL {S} {ppl_s.mean():.4f} (lr {lr_s:g}) vs {P} {ppl_p.mean():.4f} (lr {lr_p:g}); "
                              f"{S} lower in {int((ratio < 1).sum())} of {len(ratio)} seeds")
-    if (r := _t_or_none(ratio, "c2_ppl_ratio", notes)) is not None:
-        iv["c2_ppl_ratio"] = r
+    out["c2_ppl_ratio"] = _replicates(ratio, "c2_ppl_ratio", out)
     a_s, a_p = _per_seed(df, S, lr_s, "arith_score"), _per_seed(df, P, lr_p, "arith_score")
     gain = a_s - a_p
-    out.update(c3_arith_siamese=float(a_s.mean()), c3_arith_pre=float(a_p.mean()), c3_arith_gain=float(gain.mean()),
+    out.update(c3_arith_siamese=float(a_s.mean()), c3_arith_pre=float(a_p.mean()),
                c3_arith_gain_per_seed=gain.tolist(), c3_arith_max=float(max(a_s.mean(), a_p.mean())),
                c3_arith_seeds_siamese_higher=int((gain > 0).sum()))
     if a_p.mean() > 0:
@@ -145,8 +179,7 @@ def claim_metrics(df: pd.DataFrame, cfg: AnalysisConfig, steptime: dict, model: 
                               f"mean over {len(gain)} seeds of the per-seed gain (per seed "
                               f"{'/'.join(f'{v:+.3f}' for v in gain)}; {S} higher in {int((gain > 0).sum())} of "
                               f"{len(gain)}; {rel}; the paper: 28.1% → 39.6%, +40.9%)")
-    if (r := _t_or_none(gain, "c3_arith_gain", notes)) is not None:
-        iv["c3_arith_gain"] = r
+    out["c3_arith_gain"] = _replicates(gain, "c3_arith_gain", out)
     if "arith_nontrivial_score" in df:
         nt_s = _per_seed(df, S, lr_s, "arith_nontrivial_score")
         nt_p = _per_seed(df, P, lr_p, "arith_nontrivial_score")
@@ -190,14 +223,19 @@ def claim_metrics(df: pd.DataFrame, cfg: AnalysisConfig, steptime: dict, model: 
     notes["c5_grad_ratio_fold"] = ("‖∇ layer 0‖ / ‖∇ layer L−1‖ (geometric mean over seeds, lr "
                                    f"{cfg.low_lr:g}): " + ", ".join(f"{k} {v:.3g}" for k, v in r.items()))
     notes["c5_post_fold"] = f"the same fold between {Q} and {P}: the pattern C5 must tell apart from {P}'s"
-    if (g[S] > 0).all() and (g[P] > 0).all() and np.isfinite(g[S]).all() and np.isfinite(g[P]).all():
-        logr = np.log(g[S].to_numpy()) - np.log(g[P].to_numpy())
-        if (t := _t_or_none(logr, "c5_grad_ratio_fold", notes)) is not None:
-            lo, hi = t["lo"], t["hi"]
-            near = 0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi))
-            iv["c5_grad_ratio_fold"] = interval_record(math.exp(near), math.exp(max(abs(lo), abs(hi))),
-                                                       method="t (per-seed log ratio, mapped by exp|x|)",
-                                                       n=t["n"], level=t["level"])
+    # the per-seed log ratio over the seeds where both ratios are positive and finite; a seed
+    # without one (diverged) is named and makes C5 inconclusive
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logr_all = (np.log(g[S].where(g[S] > 0)) - np.log(g[P].where(g[P] > 0))).astype(float)
+    logr = _finite_seeds(logr_all, "c5_grad_ratio_fold", out)
+    if len(logr) and len(logr) < len(logr_all):   # the fold of the seeds that have one
+        out["c5_grad_ratio_fold"] = float(math.exp(abs(logr.mean())))
+    if (t := _t_or_none(logr.to_numpy(), "c5_grad_ratio_fold", notes)) is not None:
+        lo, hi = t["lo"], t["hi"]
+        near = 0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi))
+        iv["c5_grad_ratio_fold"] = interval_record(math.exp(near), math.exp(max(abs(lo), abs(hi))),
+                                                   method="t (per-seed log ratio, mapped by exp|x|)",
+                                                   n=t["n"], level=t["level"], unit="seed")
     return _clean(out)
 
 

@@ -100,8 +100,8 @@ def median_interval(values, level: float = 0.95, n_resamples: int = 2000, seed: 
     x = np.asarray(values, dtype=float)
     method = "bootstrap (median of per-round ratios)"
     if np.ptp(x) == 0:
-        return interval_record(float(x[0]), float(x[0]), method=method, n=x.size, level=level)
+        return interval_record(float(x[0]), float(x[0]), method=method, n=x.size, level=level, unit="item")
     res = bootstrap((x,), np.median, confidence_level=level, n_resamples=n_resamples, method="percentile",
                     random_state=np.random.default_rng(seed))
     ci = res.confidence_interval
-    return interval_record(ci.low, ci.high, method=method, n=x.size, level=level)
+    return interval_record(ci.low, ci.high, method=method, n=x.size, level=level, unit="item")

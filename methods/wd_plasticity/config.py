@@ -98,7 +98,7 @@ class EvalConfig:
 class AnalysisConfig:
     baseline_wd: NonNeg          # the common default λ = 0.1 the paper compares against
     monotone_wds: Annotated[list[NonNeg], Check(min_items=2)]
-    bootstrap: PosInt
+    bootstrap: PosInt            # no longer read: the claim intervals come from per-seed replicates (core)
     seed: int
 
 

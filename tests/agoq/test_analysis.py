@@ -39,17 +39,29 @@ def _t95(x):
     return stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
 
 
+def _core_iv(rec):
+    from methods.core.stats import interval_from_replicates
+
+    iv = interval_from_replicates(rec)
+    return iv["lo"], iv["hi"]
+
+
 def test_claim_metrics_pair_seeds_and_give_t_intervals():
     runs = {v: {s: _run(v, s) for s in range(3)} for v in VAL}
     m, pp = claim_metrics(runs, _probe(), CFG)
     for key, v in (("a2_laaq_val_ratio", "laaq"), ("a2_uni4_val_ratio", "uni4"), ("a2_uni2_val_ratio", "uni2")):
         r = [VAL[v][s] / VAL["fp"][s] for s in range(3)]
         assert m[key] == pytest.approx(np.mean(r))
-        assert (m["intervals"][key]["lo"], m["intervals"][key]["hi"]) == pytest.approx(_t95(r))
+        rec = m["replicates"][key]
+        assert rec["unit"] == "seed" and rec["ids"] == [0, 1, 2] and rec["values"] == pytest.approx(r)
+        assert _core_iv(rec) == pytest.approx(_t95(r))
     dev = [abs(TRAIN["qgrad8"][s] / TRAIN["laaq"][s] - 1) for s in range(3)]
     assert m["a3_qgrad8_train_loss_dev"] == pytest.approx(np.mean(dev))
-    assert (m["intervals"]["a3_qgrad8_train_loss_dev"]["lo"], m["intervals"]["a3_qgrad8_train_loss_dev"]["hi"]) \
-        == pytest.approx(_t95(dev))
+    assert m["replicates"]["a3_qgrad8_train_loss_dev"]["values"] == pytest.approx(dev)
+    assert _core_iv(m["replicates"]["a3_qgrad8_train_loss_dev"]) == pytest.approx(_t95(dev))
+    assert "intervals" not in m
+    assert m["a3_quangrad_err_w_lo_minus_w_hi"] == pytest.approx(0.001)
+    assert m["a3_naive_err_w_hi_minus_w_lo"] == pytest.approx(0.003)
     assert m["a2_fp_val_loss_drop"] == pytest.approx(1 - 0.62 / 4.0)
     assert m["a3_gloo_within_bound"] is True
     assert m["a4_grad_bytes_ratio"] == pytest.approx(1.03125 / 4) and m["a6_comm_bytes_ratio"] == pytest.approx(0.258)
@@ -66,4 +78,17 @@ def test_one_seed_and_untrained_variants():
     runs = {v: {0: _run(v, 0)} for v in ("fp", "qgrad8")}   # smoke: fp and qgrad8 only
     m, _ = claim_metrics(runs, _probe(), CFG)
     assert m["a2_laaq_val_ratio"] is None and m["a3_qgrad8_train_loss_dev"] is None
-    assert m["intervals"] == {}
+    assert m["replicates"] == {}
+
+
+def test_claims_engine_reads_the_seed_replicates():
+    """A2c (uni2 breaks training) is decided by the t interval over the 3 per-seed ratios; A1a
+    (format arithmetic of the bit policy) is a sanity claim decided by its value."""
+    from methods.core.claims import evaluate_claims, load_claims
+
+    runs = {v: {s: _run(v, s) for s in range(3)} for v in VAL}
+    m, _ = claim_metrics(runs, _probe(), CFG)
+    rows = {r["id"]: r for r in evaluate_claims(load_claims("methods/agoq/claims.yaml"), m, "tiny")["claims"]}
+    assert rows["A2c"]["verdict"] == "reproduced" and rows["A2c"]["n"] == 3
+    assert rows["A1a"]["kind"] == "sanity" and rows["A1a"]["verdict"] == "reproduced"
+    assert rows["A3b"]["verdict"] == "inconclusive"     # a difference of two means without an interval

@@ -96,6 +96,20 @@ def test_intervals_match_a_direct_bootstrap_and_wilson():
     assert (m["intervals"]["c3_prestudy_frac"]["lo"], m["intervals"]["c3_prestudy_frac"]["hi"]) == \
         pytest.approx((w.low, w.high), abs=1e-12)
     assert len_ratio_interval(runs["asag"], runs["vanilla"]) == m["intervals"]["c1_len_ratio"]
+    assert {m["intervals"][k]["unit"] for k in m["intervals"]} == {"item"}
+
+
+def test_claims_replicate_over_seeds_one_model_reads_n_below_3():
+    rng = np.random.default_rng(5)
+    runs = _runs(rng, asag_atps=[3] * 40)
+    m = claim_metrics(runs, CFG)
+    for k in ("c1_len_ratio", "c2_acc_minus_vanilla_pp", "c2_acc_minus_deer_pp", "c3_prestudy_frac"):
+        assert m["replicates"][k] == {"unit": "seed", "values": [pytest.approx(m[k], abs=1e-12)]}
+    rows = {r["id"]: r for r in evaluate_claims(load_claims("methods/asag/claims.yaml"), m, "tiny")["claims"]}
+    assert rows["C1"]["verdict"] == "inconclusive" and rows["C1"]["undecided_by"] == "n < 3"
+    assert rows["C3"]["undecided_by"] == "n < 3" and rows["C3"]["n"] == 1
+    # NoThinking is never trained: a sanity claim, decided by its value
+    assert rows["C2c"]["kind"] == "sanity" and rows["C2c"]["verdict"] == "reproduced"
 
 
 def test_no_run_past_the_first_atp_is_a_tie_not_a_result():

@@ -115,7 +115,9 @@ def test_from_dict_on_train_config():
 
 # ------------------------------------------------------------------------------ claims ----
 def claim(cid, metric, checks, **over):
-    c = {"id": cid, "kind": "headline", "statement": f"claim {cid}", "paper_value": 1.0, "source": "§1", "metric": metric,
+    """A sanity claim (decided by its point value) unless `kind`/`replicates` say otherwise; the
+    interval rules of headline and mechanism claims are in test_claims_evidence.py."""
+    c = {"id": cid, "kind": "sanity", "statement": f"claim {cid}", "paper_value": 1.0, "source": "§1", "metric": metric,
          "statistic": "mean", "checks": checks}
     c.update(over)
     return c
@@ -144,14 +146,13 @@ def test_verdicts_at_and_around_thresholds(op, value, measured, expected):
     assert row["check"] == f"{C.SYMBOL[op]} {value}"
     assert row["note"] == ""
     assert table["counts"]["total"] == {v: int(v == expected) for v in C.VERDICTS}
-    assert table["counts"]["headline"] == table["counts"]["total"]
-    assert table["counts"]["sanity"] == {v: 0 for v in C.VERDICTS}
+    assert table["counts"]["sanity"] == table["counts"]["total"]
+    assert table["counts"]["headline"] == {v: 0 for v in C.VERDICTS}
 
 
 def test_not_checked_cases_and_counts():
     checks = {"smoke": None, "tiny": {"op": ">=", "value": 0.1}}
     spec = spec_of(
-        claim("N1", "missing", checks),                 # metric absent from the summary
         claim("N2", "none", checks),                    # metric present but null
         claim("N3", "nan", checks),                     # metric NaN (e.g. one seed, no CI)
         claim("OK", "good", checks),
@@ -163,8 +164,8 @@ def test_not_checked_cases_and_counts():
                "notes": {"nan": "1 seed", "bad": "CI [0.01, 0.09]"}}
     t = C.evaluate_claims(spec, metrics, "tiny")
     rows = {r["id"]: r for r in t["claims"]}
-    assert [r["id"] for r in t["claims"]] == ["N1", "N2", "N3", "OK", "BAD", "NS", "NULL"]
-    for cid in ("N1", "N2", "N3"):
+    assert [r["id"] for r in t["claims"]] == ["N2", "N3", "OK", "BAD", "NS", "NULL"]
+    for cid in ("N2", "N3"):
         assert rows[cid]["verdict"] == "not_checked" and rows[cid]["check"] == "≥ 0.1"
         assert rows[cid]["note"].startswith("metric not measured")
     assert rows["N3"]["note"] == "metric not measured; 1 seed"
@@ -174,14 +175,14 @@ def test_not_checked_cases_and_counts():
     for cid in ("NS", "NULL"):
         assert rows[cid]["verdict"] == "not_checked" and rows[cid]["check"] is None
         assert rows[cid]["note"] == "no check at this scale"
-    assert t["counts"]["total"] == {"reproduced": 1, "not_reproduced": 1, "inconclusive": 0, "not_checked": 5}
+    assert t["counts"]["total"] == {"reproduced": 1, "not_reproduced": 1, "inconclusive": 0, "not_checked": 4}
     assert sum(t["counts"]["total"].values()) == len(spec["claims"])
     # smoke: every check is null → all not_checked, nothing else
     s = C.evaluate_claims(spec, metrics, "smoke")
-    assert s["counts"]["total"] == {"reproduced": 0, "not_reproduced": 0, "inconclusive": 0, "not_checked": 7}
+    assert s["counts"]["total"] == {"reproduced": 0, "not_reproduced": 0, "inconclusive": 0, "not_checked": 6}
     assert (t["paper"], t["title"], t["scale"]) == ("p", "T", "tiny")
-    keys = {"id", "kind", "statement", "paper_value", "source", "metric", "statistic", "measured",
-            "interval", "check", "guards", "verdict", "note"}
+    keys = {"id", "kind", "statement", "paper_value", "source", "metric", "statistic", "replicates", "measured",
+            "interval", "n", "n_inner", "check", "guards", "verdict", "undecided_by", "seeds_needed", "note"}
     assert all(set(r) == keys for r in t["claims"])
 
 
@@ -224,10 +225,14 @@ def test_real_wd_plasticity_claims_load_and_evaluate():
             assert scale in ("smoke", "tiny", "paper")
             if chk is not None and chk["op"] == "is":
                 assert isinstance(chk["value"], bool), c["id"]   # `is` against a number never holds
-    # nothing measured → every claim not_checked, at every scale
+    # every metric null (not measured) → every claim not_checked, at every scale; an empty summary
+    # is an error, not a table of not_checked claims
+    nothing = {m: None for c in spec["claims"] for m in [c["metric"]] + [g["metric"] for g in c.get("guards", [])]}
     for scale in ("smoke", "tiny", "paper"):
-        t = C.evaluate_claims(spec, {}, scale)
+        t = C.evaluate_claims(spec, nothing, scale)
         assert t["counts"]["total"]["not_checked"] == len(ids)
+        with pytest.raises(InputError, match="holds no metrics"):
+            C.evaluate_claims(spec, {}, scale)
 
 
 GUARD = {"metric": "base", "op": ">=", "value": 0.2, "why": "the base must solve the task"}
@@ -239,10 +244,9 @@ GUARD = {"metric": "base", "op": ">=", "value": 0.2, "why": "the base must solve
     # a failed guard turns a pass and a failure alike into inconclusive, with the reason
     ({"m": 0.0, "base": 0.003}, "inconclusive", "guard failed: base = 0.003, needs ≥ 0.2 (the base must solve the task)"),
     ({"m": -0.5, "base": 0.1}, "inconclusive", "guard failed: base = 0.1, needs ≥ 0.2 (the base must solve the task)"),
-    ({"m": 0.5}, "inconclusive", "guard metric base not measured (the base must solve the task)"),
     ({"m": 0.5, "base": float("nan")}, "inconclusive", "guard metric base not measured (the base must solve the task)"),
     # no measurement of the claim's own metric: not_checked, guards are not consulted
-    ({"base": 0.003}, "not_checked", "metric not measured"),
+    ({"m": None, "base": 0.003}, "not_checked", "metric not measured"),
 ])
 def test_guards_make_verdicts_inconclusive(metrics, expected, note):
     spec = spec_of(claim("G", "m", {"tiny": {"op": ">=", "value": 0.0}}, guards=[GUARD]))
@@ -267,9 +271,9 @@ def test_analysis_declared_inconclusive_and_bool_guard():
     (-0.1, 0.3, "inconclusive"),        # straddles: the point value alone does not decide
     (0.0, 0.3, "inconclusive"),         # '>' 0 does not hold at lo = 0
 ])
-def test_interval_decides_the_verdict(lo, hi, expected):
+def test_interval_decides_a_sanity_verdict(lo, hi, expected):
     spec = spec_of(claim("I", "m", {"tiny": {"op": ">", "value": 0.0}}))
-    iv = {"lo": lo, "hi": hi, "level": 0.95, "method": "t", "n": 3}
+    iv = {"lo": lo, "hi": hi, "level": 0.95, "method": "t", "n": 3, "unit": "seed"}
     row = C.evaluate_claims(spec, {"m": (lo + hi) / 2, "intervals": {"m": iv}}, "tiny")["claims"][0]
     assert row["verdict"] == expected and row["interval"] == iv
     if expected == "inconclusive":

@@ -19,7 +19,7 @@ def make_tree(root: Path, packages=(), rules=(), core_packages=(), plain_dirs=()
     (root / "methods" / "__init__.py").write_text("")
     (root / "methods" / "core" / "__init__.py").write_text("")
     (root / "workflow" / "rules").mkdir(parents=True)
-    for name in ("common", "sizes", "report"):
+    for name in ("common", "sizes", "claims", "report"):
         (root / "workflow" / "rules" / f"{name}.smk").write_text("")
     for p in packages:
         (root / "methods" / p).mkdir()

@@ -108,7 +108,8 @@ def papers(tmp_path):
                 claim("A3", "not_checked", measured=None, note="needs <b>full</b> scale", kind="sanity"),
                 claim("A4", "inconclusive", measured=0.1, kind="mechanism", guards=["base ≥ 0.2"],
                       interval={"lo": -0.05, "hi": 0.25, "level": 0.95, "method": "t", "n": 3},
-                      note="95% interval [-0.05, 0.25] straddles the threshold")]
+                      replicates="seed", n=3, n_inner=192, look=1, undecided_by="interval straddles",
+                      seeds_needed=9, note="95% interval [-0.05, 0.25] straddles the threshold")]
     a = write_paper(tmp_path, "paper_a", a_claims)
     (a / "figures" / "curve.png").write_bytes(PNG_1x1)
     (a / "figures" / "curve.caption.txt").write_text("Loss <vs> step\n")
@@ -145,15 +146,17 @@ def test_report_contents(papers, capsys):
     # reproduced / checkable, inconclusive; sanity: passed / checkable), not checked, and the sum of
     # every benchmark row's wall time; then a totals row.
     # every benchmark row's wall time, the wall time with a job running (union of the jobs'
-    # intervals); then a totals row. Papers by title, slug in brackets.
+    # intervals); then a totals row. Papers by title, slug in brackets. After sanity: why the
+    # headline and mechanism claims are inconclusive (guard failed, interval straddles, n < 3,
+    # no interval).
     summary = {r[0]: r[1:] for r in t.tables["summary"][0][2:]}
     # paper_b's only benchmark row is all NA: a dash, not a made-up 0.
-    assert summary == {"Title of paper_a (paper_a)": ["1 / 2", "1", "0", "0 / 1", "1", "0 / 0", "1", "4",
-                                                      "32.88", "31.75"],
-                       "Title of paper_b (paper_b)": ["0 / 0", "0", "0", "0 / 0", "0", "1 / 1", "0", "1",
-                                                      "—", "—"],
-                       "total (2 papers)": ["1 / 2", "1", "0", "0 / 1", "1", "1 / 1", "1", "5", "32.88",
-                                            "31.75"]}
+    assert summary == {"Title of paper_a (paper_a)": ["1 / 2", "1", "0", "0 / 1", "1", "0 / 0",
+                                                      "0", "1", "0", "0", "1", "4", "32.88", "31.75"],
+                       "Title of paper_b (paper_b)": ["0 / 0", "0", "0", "0 / 0", "0", "1 / 1",
+                                                      "0", "0", "0", "0", "0", "1", "—", "—"],
+                       "total (2 papers)": ["1 / 2", "1", "0", "0 / 1", "1", "1 / 1",
+                                            "0", "1", "0", "0", "1", "5", "32.88", "31.75"]}
     assert "First job start to last job end:\n32.75 s." in html
 
     # Every claim, failing ones included, with its kind and verdict, headline first; values
@@ -161,12 +164,16 @@ def test_report_contents(papers, capsys):
     claims_a, claims_b = t.tables["claims"]
     assert [r[0] for r in claims_a[1:]] == ["A1", "A2", "A4", "A3"]
     rows = {r[0]: r for r in claims_a[1:]}
-    assert rows["A1"][1] == "headline" and rows["A1"][4] == "0.1235" and rows["A1"][6] == "reproduced"
-    assert rows["A2"][4] == "no" and rows["A2"][6] == "not_reproduced"
-    assert rows["A3"][1] == "sanity" and rows["A3"][4] == "—" and rows["A3"][6] == "not_checked"
-    assert rows["A3"][7] == "needs <b>full</b> scale"  # shown as text, not markup
+    assert rows["A1"][1] == "headline" and rows["A1"][4] == "0.1235" and rows["A1"][7] == "reproduced"
+    assert rows["A2"][4] == "no" and rows["A2"][7] == "not_reproduced"
+    assert rows["A3"][1] == "sanity" and rows["A3"][4] == "—" and rows["A3"][7] == "not_checked"
+    assert rows["A3"][8] == "needs <b>full</b> scale"  # shown as text, not markup
     assert rows["A4"][4] == "0.1 [-0.05, 0.25] 95%, n=3" and rows["A4"][5] == "≥ 0.05; if base ≥ 0.2"
-    assert rows["A4"][6] == "inconclusive"
+    # the evidence: unit and n per level, the look, why undecided, the seeds that would decide it
+    # (job time per seed: paper_a's 32.875 s of jobs over the 3 seeds A4 rests on; 6 more seeds)
+    assert rows["A4"][6] == ("3 seeds × 192 items; look 2; interval straddles; ≈ 9 seeds would decide it, "
+                             "≈ 66 s more job time")
+    assert rows["A4"][7] == "inconclusive" and rows["A1"][6] == "—"
     assert [r[0] for r in claims_b[1:]] == ["B1"] and claims_b[1][4] == "3"
     assert ("badge not_reproduced", "not_reproduced") in t.spans
     assert ("badge inconclusive", "inconclusive") in t.spans

@@ -49,7 +49,7 @@ def test_provenance_from_scale_config(tmp_path):
     rows = t.tables["paper-provenance"][0]
     assert rows[1][:3] == ["paper_a", "seeds=[0, 1, 2]; data.seed=1234", config_hash(SECTION)]
     assert rows[2][:3] == ["paper_b", "no seed in config", config_hash({"lr": 0.1})]
-    assert t.tables["claims"][0][1][7] == "x=0.9877"
+    assert t.tables["claims"][0][1][8] == "x=0.9877"
     assert len(t.tables["provenance"]) == 1  # once, not per paper
 
 

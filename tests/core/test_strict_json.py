@@ -51,19 +51,21 @@ def test_write_metrics_and_jsonl_are_strict(tmp_path):
     assert read_jsonl(tmp_path / "rows.jsonl")[0]["loss"] is None
 
 
+# sanity claims: their point value decides, so a measured value passes without replicates
+# (headline claims need an interval over replicates, tests/core/test_claims_evidence.py)
 SPEC = {"paper": "p", "title": "T", "claims": [
-    {"id": f"X{i}", "kind": "headline", "statement": "s", "paper_value": 1, "source": "§1", "metric": m,
+    {"id": f"X{i}", "kind": "sanity", "statement": "s", "paper_value": 1, "source": "§1", "metric": m,
      "statistic": "mean", "checks": {"tiny": chk}}
     for i, (m, chk) in enumerate([
         ("c1_gap", {"op": ">=", "value": 0.0}), ("c1_gap", {"op": "<=", "value": 0.0}),
         ("c2_ratio", {"op": ">", "value": 1.0}), ("c3_low", {"op": "<", "value": 0.0}),
-        ("missing_key", {"op": ">=", "value": 0.0}), ("c4_ok", {"op": "<=", "value": 0.5})])]}
+        ("c5_null", {"op": ">=", "value": 0.0}), ("c4_ok", {"op": "<=", "value": 0.5})])]}
 
 
 def test_nan_metric_round_trip_gives_not_checked(tmp_path):
     """NaN/±inf written, read back as null, judged not_checked whatever the check's direction
     (as NaN already is in memory, before the round trip)."""
-    write_json(tmp_path / "summary.json", SUMMARY)
+    write_json(tmp_path / "summary.json", {**SUMMARY, "c5_null": None})
     metrics = read_json(tmp_path / "summary.json")
     table = C.evaluate_claims(SPEC, metrics, "tiny")
     got = {r["id"]: (r["verdict"], r["note"]) for r in table["claims"]}
@@ -71,9 +73,9 @@ def test_nan_metric_round_trip_gives_not_checked(tmp_path):
         assert got[cid] == ("not_checked", "metric not measured"), (cid, got[cid])
     assert got["X5"] == ("reproduced", "")
     assert table["counts"]["total"]["reproduced"] == 1
-    in_memory = {r["id"]: r["verdict"] for r in C.evaluate_claims(SPEC, SUMMARY, "tiny")["claims"]}
+    in_memory = {r["id"]: r["verdict"] for r in C.evaluate_claims(SPEC, {**SUMMARY, "c5_null": None}, "tiny")["claims"]}
     assert in_memory["X0"] == in_memory["X1"] == "not_checked"
-    write_json(tmp_path / "claims.json", C.evaluate_claims(SPEC, SUMMARY, "tiny"))
+    write_json(tmp_path / "claims.json", C.evaluate_claims(SPEC, {**SUMMARY, "c5_null": None}, "tiny"))
     rows = strict_loads((tmp_path / "claims.json").read_text())["claims"]
     assert [r["measured"] for r in rows] == [None, None, None, None, None, 0.25]
 
@@ -91,7 +93,7 @@ def test_claims_cli_writes_strict_json(tmp_path):
 
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump(SPEC))
     (tmp_path / "summary.json").write_text('{"c1_gap": NaN, "c2_ratio": null, "c3_low": NaN, '
-                                           '"c4_ok": 0.25}')  # an old, non-strict summary
+                                           '"c4_ok": 0.25, "c5_null": null}')  # an old, non-strict summary
     out = subprocess.run([sys.executable, "-m", "methods.core", "claims", "--claims", str(tmp_path / "claims.yaml"),
                           "--metrics", str(tmp_path / "summary.json"), "--scale", "tiny",
                           "--out", str(tmp_path / "claims.json")], cwd=ROOT, capture_output=True, text=True)

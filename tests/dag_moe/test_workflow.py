@@ -61,13 +61,25 @@ def test_claim_metrics_by_hand():
     ratios = [0.5, 0.75, 0.5]
     assert abs(m["d2_loss_ratio"] - sum(ratios) / 3) < 1e-12 and m["d2_acc_wins"] == 2
     assert abs(m["d2_loss_ratio_of_means"] - 1.8 / 3.0) < 1e-12
-    # 95% t intervals over seeds (scipy): D1 per-seed differences −0.1, −0.2; D2 the ratios
+    # D2b: per-seed accuracy gain dag − sum: +0.1, −0.1, +0.1
+    gains = [0.6 - 0.5, 0.5 - 0.6, 0.8 - 0.7]
+    assert m["d2_acc_gain"] == pytest.approx(sum(gains) / 3)
+    # per-seed values as replicates (unit seed, named by seed); core's 95% t interval over them is scipy's
     from scipy import stats
 
-    for key, xs in (("d1_val_loss_delta", [1.9 - 2.0, 2.0 - 2.2]), ("d2_loss_ratio", ratios)):
-        lo, hi = stats.t.interval(0.95, len(xs) - 1, loc=sum(xs) / len(xs), scale=stats.sem(xs))
-        iv = m["intervals"][key]
-        assert abs(iv["lo"] - lo) < 1e-12 and abs(iv["hi"] - hi) < 1e-12 and iv["n"] == len(xs), (key, iv)
+    from methods.core.stats import interval_from_replicates
+
+    for key, xs, ids in (("d1_val_loss_delta", [1.9 - 2.0, 2.0 - 2.2], [0, 1]), ("d2_loss_ratio", ratios, [0, 1, 2]),
+                         ("d2_acc_gain", gains, [0, 1, 2]), ("d4_max_layer_edge_a12", [0.3, 0.1], [0, 1]),
+                         ("heldout_pair_acc", [0.06, 0.06], [0, 1])):
+        rec = m["replicates"][key]
+        assert rec["unit"] == "seed" and rec["ids"] == ids and rec["values"] == pytest.approx(xs), (key, rec)
+        assert sum(rec["values"]) / len(xs) == pytest.approx(m[key])
+        if key != "heldout_pair_acc":
+            lo, hi = stats.t.interval(0.95, len(xs) - 1, loc=sum(xs) / len(xs), scale=stats.sem(xs))
+            iv = interval_from_replicates(rec)
+            assert abs(iv["lo"] - lo) < 1e-12 and abs(iv["hi"] - hi) < 1e-12 and iv["n"] == len(xs), (key, iv)
+    assert "intervals" not in m
     assert m["d1_seeds_dag_lower"] == 2
     assert abs(m["d3_param_overhead_pct"] - 2.0) < 1e-12  # 10 / 500 active
     assert abs(m["d3_flop_overhead_pct"] - 1.0) < 1e-12   # 20 / 2000
@@ -75,3 +87,27 @@ def test_claim_metrics_by_hand():
     # D4: seed means per layer (0.06, 0.2); max over layers
     assert abs(m["d4_max_layer_edge_a12"] - 0.2) < 1e-12
     assert abs(m["heldout_pair_acc"] - 0.06) < 1e-12
+
+
+def test_claims_read_the_replicates_and_every_checked_key_is_present():
+    """The claims engine decides D1/D2 from the per-seed replicates (2 LM seeds: too few), and
+    a summary without the compose runs still carries every checked metric as a key (null)."""
+    from methods.core.claims import check_summary, evaluate_claims, load_claims
+
+    spec = load_claims("methods/dag_moe/claims.yaml")
+    runs = [_run("moe_sum", 0, "sum", 8, 2, 128, 2.0), _run("moe_sum", 1, "sum", 8, 2, 128, 2.2),
+            _run("dag_moe", 0, "dag", 8, 2, 128, 1.9, [0.1, 0.3]),
+            _run("dag_moe", 1, "dag", 8, 2, 128, 2.0, [0.02, 0.1])]
+    comp = {"sum": {"runs": [{"seed": s, "acc": a, "loss": 1.0, "step_ms": 1.0} for s, a in
+                             [(0, 0.50), (1, 0.52), (2, 0.49)]]},
+            "dag": {"runs": [{"seed": s, "acc": a, "loss": l, "step_ms": 1.2, "edge_a12": [0.2]} for s, a, l in
+                             [(0, 0.70, 0.5), (1, 0.71, 0.55), (2, 0.69, 0.52)]]}}
+    m = claim_metrics(runs, comp, {"moe_sum": {"median_ms": 10.0}, "dag_moe": {"median_ms": 13.0}})
+    rows = {r["id"]: r for r in evaluate_claims(spec, m, "tiny")["claims"]}
+    assert rows["D1"]["verdict"] == "inconclusive" and rows["D1"]["undecided_by"] == "n < 3"
+    assert rows["D2a"]["verdict"] == "reproduced" and rows["D2b"]["verdict"] == "reproduced"
+    assert rows["D2b"]["n"] == 3
+    m = claim_metrics(runs, {}, {})
+    assert m["d2_loss_ratio"] is None and m["d2_acc_gain"] is None
+    for scale in ("smoke", "tiny", "paper"):
+        check_summary(spec, m, scale)

@@ -142,13 +142,21 @@ def test_bias_metrics_on_a_hand_table():
     assert m["c3_both_lower"] is True and m["c3_nodis_probe_acc"] == pytest.approx(0.9)
     assert m["c4_ablations_reduce_less"] is False  # no_proxy: |0.4−0.5| = 0.1 reduces more (0.3 > 0.2)
     assert m["c4_full_reduction"] == pytest.approx(0.2)
-    assert m["intervals"] == {}
+    # C3/C4 as margins (> 0 iff the boolean holds): min(0.5−0.2, 0.9−0.7); min(0.2−0.05, 0.2−0.3)
+    assert m["c3_min_gap"] == pytest.approx(0.2) and m["c4_min_margin"] == pytest.approx(-0.1)
+    assert m["replicates"] == {}   # no per-seed results: no replicates
+    # missing variants: every claim and guard metric still a key (None: not measured)
+    m1 = claim_metrics({"sft": base}, ReportConfig(lang="L2", full="dib_vib"))
+    assert m1["c3_min_gap"] is None and m1["c4_min_margin"] is None and m1["c2_adv_gain"] is None
 
 
-def test_seed_intervals_are_paired_t_intervals():
+def test_seed_replicates_are_the_paired_per_seed_values():
     """With per-seed results, each headline metric is the mean of its per-seed (paired) value and
-    its interval the 95% Student-t interval of those values (scipy.stats.t by hand)."""
+    the summary carries those values as a seed replicates record (claims computes the interval;
+    checked here against the 95% Student-t interval by hand, scipy.stats.t)."""
     from scipy.stats import t
+
+    from methods.core.stats import interval_from_replicates
 
     base = {"id_acc_EN": 0.9, "id_acc_L1": 0.8, "id_acc_L2": 0.8, "adv_acc_L2": 0.6, "p_mt_L2": 0.9,
             "probe_acc": 0.9, "dcor": 0.5}
@@ -161,12 +169,47 @@ def test_seed_intervals_are_paired_t_intervals():
     gains = np.array([0.10, 0.04, 0.09])
     assert m["c2_adv_gain"] == pytest.approx(gains.mean())
     half = t.ppf(0.975, 2) * gains.std(ddof=1) / np.sqrt(3)
-    iv = m["intervals"]["c2_adv_gain"]
+    rep = m["replicates"]["c2_adv_gain"]
+    assert rep["unit"] == "seed" and rep["ids"] == ["0", "1", "2"] and rep["values"] == pytest.approx(gains.tolist())
+    iv = interval_from_replicates(rep)
     assert (iv["lo"], iv["hi"], iv["n"]) == (pytest.approx(gains.mean() - half), pytest.approx(gains.mean() + half), 3)
+    assert "intervals" not in m
     ratios = np.array([1.0, 1.0, 0.2 / 0.4])
     assert m["c1_bias_gap_ratio"] == pytest.approx(ratios.mean())
+    assert m["replicates"]["c1_bias_gap_ratio"]["values"] == pytest.approx(ratios.tolist())
     assert m["c2_en_drop"] == pytest.approx(np.mean([0.0, 0.0, 0.02]))
     assert m["n_seeds"] == 3
+
+
+def test_c3_c4_margins_per_seed():
+    """C3 and C4 are per-seed paired margins (min over the two comparisons), the point value their
+    mean, the replicates record the per-seed values; the claims engine decides them by the interval."""
+    from pathlib import Path
+
+    from methods.core.claims import evaluate_claims, load_claims
+
+    base = {"id_acc_EN": 0.9, "id_acc_L1": 0.8, "id_acc_L2": 0.8, "adv_acc_L2": 0.6, "p_mt_L2": 0.9,
+            "probe_acc": 0.9, "dcor": 0.5}
+    seeds = ["0", "1", "2"]
+    dd, dp = [0.20, 0.25, 0.30], [0.10, 0.12, 0.08]          # no_dis − DIBJudge in dCor, in probe accuracy
+    runs = {"sft": {k: base for k in seeds},
+            "dib_vib": {k: {**base, "p_mt_L2": 0.7 + 0.01 * i, "dcor": 0.5 - dd[i], "probe_acc": 0.9 - dp[i]}
+                        for i, k in enumerate(seeds)},
+            "no_dis": {k: base for k in seeds},
+            "no_bottleneck": {k: {**base, "p_mt_L2": 0.85} for k in seeds},
+            "no_proxy": {k: {**base, "p_mt_L2": 0.8 - 0.02 * i} for i, k in enumerate(seeds)}}
+    mean = lambda r: {k: float(np.mean([x[k] for x in r.values()])) for k in base}  # noqa: E731
+    m = claim_metrics({v: mean(r) for v, r in runs.items()}, ReportConfig(lang="L2", full="dib_vib"), runs)
+    c3 = [min(a, b) for a, b in zip(dd, dp)]
+    # reduction: full 0.4 − (0.2 + 0.01 i); no_bottleneck 0.05; no_proxy 0.1 + 0.02 i
+    c4 = [min((0.2 - 0.01 * i) - 0.05, (0.2 - 0.01 * i) - (0.1 + 0.02 * i)) for i in range(3)]
+    assert m["replicates"]["c3_min_gap"]["values"] == pytest.approx(c3)
+    assert m["replicates"]["c4_min_margin"]["values"] == pytest.approx(c4)
+    assert m["c3_min_gap"] == pytest.approx(np.mean(c3)) and m["c4_min_margin"] == pytest.approx(np.mean(c4))
+    spec = load_claims(Path(__file__).resolve().parents[2] / "methods/dibjudge/claims.yaml")
+    rows = {r["id"]: r for r in evaluate_claims(spec, m, "tiny")["claims"]}
+    assert rows["C3"]["n"] == 3 and rows["C3"]["replicates"] == "seed"
+    assert rows["C4"]["n"] == 3 and rows["C4"]["verdict"] in ("reproduced", "inconclusive")
 
 
 def test_vq_kmeanspp_init_and_centring_avoid_collapse():

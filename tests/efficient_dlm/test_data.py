@@ -59,6 +59,8 @@ def test_c4_counts_tokens_through_newline():
     m, _ = claim_metrics(rows, {}, AnalysisConfig(claim_threshold=0.9, fast_threshold=0.5, mid_threshold=0.7,
                                                   slow_threshold=0.99))
     assert m["c4_tpf_mid"] == 2.5 and m["c4_acc_loss_pp"] == pytest.approx(5.0, abs=1e-9)
+    # every claim and guard metric is a key, null where not measured (no fullbidir, no AR row here)
+    assert m["c2_acc_gap_vs_fullbidir"] is None and m["ar_acc"] is None and m["c1_drift_ratio"] is None
 
 
 def _acc_rows(correct_by_model, th=0.9):
@@ -88,6 +90,9 @@ def test_accuracy_gaps_carry_paired_bootstrap_intervals():
     assert m["c2_pair_best_acc"] == pytest.approx(a.mean(), abs=1e-12)
     iv = m["intervals"]["c2_acc_gap_vs_fullbidir"]
     assert (iv["lo"], iv["hi"]) == pytest.approx((ref.low, ref.high), abs=1e-12) and iv["n"] == 200
+    assert iv["unit"] == "item"          # prompts of one model: for the report, the claims replicate over seeds
+    assert m["replicates"]["c2_acc_gap_vs_fullbidir"] == {"unit": "seed", "values": [pytest.approx(d.mean())],
+                                                          "ids": ["s0"]}
     iv4 = m["intervals"]["c4_acc_loss_pp"]
     assert (iv4["lo"], iv4["hi"]) == pytest.approx((100 * ref.low, 100 * ref.high), abs=1e-9)
     assert m["c4_acc_slow"] == pytest.approx(a.mean()) and m["c4_acc_mid"] == pytest.approx(b.mean())
@@ -115,11 +120,13 @@ def test_no_accuracy_claim_passes_through_a_zero_tie():
     for cid in ("C2a", "C2b", "C3", "C4a", "C4b"):
         assert res[cid]["verdict"] == "inconclusive", (cid, res[cid])
         assert "guard failed" in res[cid]["note"]
-    assert res["C1"]["verdict"] == "reproduced"        # drift 0.5 ≤ 0.8: not an accuracy claim, no guard
+    # drift 0.5 ≤ 0.8, not an accuracy claim (no guard), but one conversion seed: n < 3, undecided
+    assert res["C1"]["verdict"] == "inconclusive" and res["C1"]["undecided_by"] == "n < 3"
 
 
 def test_seed_means_t_intervals_and_a_tied_seed():
-    """Three conversion seeds: each claim is the seed mean with scipy's t interval; one seed where
+    """Three conversion seeds: each claim is the seed mean, its replicates record the per-seed
+    values, and the claims' interval scipy's t interval over them; one seed where
     blk_clean solves nothing (0 vs 0) sets the guard metrics to 0, so C4b cannot pass through it."""
     from pathlib import Path
 
@@ -141,12 +148,16 @@ def test_seed_means_t_intervals_and_a_tied_seed():
     gaps = [c - f for c, f, _ in acc.values()]
     t = stats.t.ppf(0.975, 2) * stats.sem(gaps)
     assert m["c2_acc_gap_vs_fullbidir"] == pytest.approx(sum(gaps) / 3)
-    iv = m["intervals"]["c2_acc_gap_vs_fullbidir"]
-    assert (iv["lo"], iv["hi"]) == pytest.approx((sum(gaps) / 3 - t, sum(gaps) / 3 + t)) and iv["n"] == 3
+    assert m["replicates"]["c2_acc_gap_vs_fullbidir"] == {"unit": "seed", "values": pytest.approx(gaps),
+                                                          "ids": ["s0", "s1", "s2"]}
+    assert "intervals" not in m          # no interval over prompts where there are seeds
     assert m["c1_drift_ratio"] == pytest.approx((0.5 + 1.0 + 1.5) / 3)
     assert m["c4_tpf_mid"] == pytest.approx(2.0)
     assert m["c2_pair_best_acc"] == 0.0 and m["c4_acc_slow"] == 0.0     # the tied seed
     assert m["c3_pair_best_acc"] == 0.0
     spec = load_claims(Path(__file__).parents[2] / "methods" / "efficient_dlm" / "claims.yaml")
     res = {c["id"]: c for c in evaluate_claims(spec, {**m, "notes": notes}, "tiny")["claims"]}
+    iv = res["C2a"]["interval"]
+    assert (iv["lo"], iv["hi"]) == pytest.approx((sum(gaps) / 3 - t, sum(gaps) / 3 + t)) and iv["n"] == 3
+    assert m["replicates"]["c1_drift_ratio"]["values"] == pytest.approx([0.5, 1.0, 1.5])
     assert m["c4_acc_loss_pp"] == 0 and res["C4b"]["verdict"] == "inconclusive"

@@ -224,6 +224,8 @@ def test_paper_scale_claim_metrics_closed_form():
     res = {"correct": correct, "domains": doms, "em": em, "cdpo_changed": {"k": 2, "n": 10}, "pooled_macro": True}
     m = claim_metrics([res], [0])
     assert m["c3_comp_gain"] is None and m["per_seed"]["c3_comp_gain"] is None
+    assert "c3_comp_gain" not in m["replicates"]
+    assert m["replicates"]["c4_add_gain_vs_router"]["values"] == pytest.approx([m["c4_add_gain_vs_router"]])
     fr, eo = sum(correct["fusionroute"]) / 10, sum(correct["expert_only_routing"]) / 10
     assert m["c1_margin_vs_expert_only"] == pytest.approx(100 * (fr - eo), abs=1e-9)
     add = [i for i, d in enumerate(doms) if d == "add"]

@@ -1,31 +1,14 @@
-"""FusionRoute's pooled claim metrics: Newcombe's Wilson-based interval of a difference of
-proportions against the published values (Newcombe 1998, Stat. Med. 17:873, Table II, method 10),
-and the pooled metrics and intervals of synthetic replicates against hand computation."""
-import math
+"""FusionRoute's claim metrics: one value per seed (a replicate is a whole pipeline run), their
+mean as the metric and the per-seed values as the summary's `replicates` record (unit seed),
+against hand computation on synthetic replicates; the prompts of several seeds are never pooled."""
 import random
 
 import pytest
 
 from methods.core.results import InputError
-from methods.core.stats import wilson
+from methods.core.stats import interval_from_replicates
 from methods.fusionroute import data as D
-from methods.fusionroute.report import SYSTEMS, claim_metrics, newcombe_diff, table
-
-# (k1, n1, k2, n2) -> Newcombe's 95% limits for p1 − p2 (Table II, method 10, 4 decimals)
-NEWCOMBE = [((56, 70, 48, 80), (0.0524, 0.3339)), ((9, 10, 3, 10), (0.1705, 0.8090)),
-            ((5, 56, 0, 29), (-0.0381, 0.1926)), ((0, 10, 0, 20), (-0.1611, 0.2775)),
-            ((10, 10, 0, 20), (0.6791, 1.0000))]
-
-
-@pytest.mark.parametrize("args,want", NEWCOMBE)
-def test_newcombe_matches_published_limits(args, want):
-    iv = newcombe_diff(*args)
-    assert iv["lo"] == pytest.approx(want[0], abs=5e-5) and iv["hi"] == pytest.approx(want[1], abs=5e-5)
-
-
-def test_newcombe_is_antisymmetric_and_scaled():
-    a, b = newcombe_diff(30, 50, 20, 40, scale=100.0), newcombe_diff(20, 40, 30, 50)
-    assert a["lo"] == pytest.approx(-100 * b["hi"], abs=1e-12) and a["hi"] == pytest.approx(-100 * b["lo"], abs=1e-12)
+from methods.fusionroute.report import SYSTEMS, claim_metrics, table
 
 
 def _replicate(rng, acc: dict[str, dict[str, float]], n: int = 20) -> dict:
@@ -52,7 +35,7 @@ def _pool(evals, system, doms):
     return k, n
 
 
-def test_pooled_metrics_and_intervals_by_hand(evals):
+def test_per_seed_metrics_and_replicates_by_hand(evals):
     m = claim_metrics(evals, [0, 1, 2])
     best = lambda r: max((f"expert_{d}" for d in D.EXPERT_DOMAINS), key=lambda s: r["em"][s]["macro"])
     for key, a, b, doms in [("c1_margin_vs_best_expert", "fusionroute", best, D.DOMAINS),
@@ -60,41 +43,57 @@ def test_pooled_metrics_and_intervals_by_hand(evals):
                             ("c3_comp_gain", "fusionroute", "expert_only_routing", ("comp",)),
                             ("c4_add_gain_vs_router", "fusionroute", "router_alone", ("add",)),
                             ("c5_cdpo_minus_sft", "fusionroute", "fusionroute_sft", D.DOMAINS)]:
-        (k1, n1), (k2, n2) = _pool(evals, a, doms), _pool(evals, b, doms)
-        assert n1 == n2 == 3 * 20 * len(doms)
-        assert m[key] == pytest.approx(100 * (k1 / n1 - k2 / n2), abs=1e-9)
-        # Newcombe by hand from the two Wilson intervals
-        wa, wb = wilson(k1, n1), wilson(k2, n2)
-        p1, p2 = k1 / n1, k2 / n2
-        lo = p1 - p2 - math.sqrt((p1 - wa["lo"]) ** 2 + (wb["hi"] - p2) ** 2)
-        hi = p1 - p2 + math.sqrt((wa["hi"] - p1) ** 2 + (p2 - wb["lo"]) ** 2)
-        assert m["intervals"][key]["lo"] == pytest.approx(100 * lo, abs=1e-9)
-        assert m["intervals"][key]["hi"] == pytest.approx(100 * hi, abs=1e-9)
-        assert m["intervals"][key]["lo"] <= m[key] <= m["intervals"][key]["hi"]
-        # per seed: the same difference in each replicate
-        for r, v in zip(evals, m["per_seed"][key]):
+        want = []
+        for r in evals:   # per seed: the difference of the two rates on that seed's prompts
             (a1, b1), (a2, b2) = _pool([r], a, doms), _pool([r], b, doms)
-            assert v == pytest.approx(100 * (a1 / b1 - a2 / b2), abs=1e-9)
+            assert b1 == b2 == 20 * len(doms)
+            want.append(100 * (a1 / b1 - a2 / b2))
+        assert m["per_seed"][key] == pytest.approx(want, abs=1e-9)
+        assert m[key] == pytest.approx(sum(want) / 3, abs=1e-9)
+        # equal prompts per seed: the mean of the seeds' differences is the pooled difference
+        (k1, n1), (k2, n2) = _pool(evals, a, doms), _pool(evals, b, doms)
+        assert m[key] == pytest.approx(100 * (k1 / n1 - k2 / n2), abs=1e-9)
+        rec = m["replicates"][key]
+        assert rec["unit"] == "seed" and rec["ids"] == [0, 1, 2]
+        assert rec["values"] == pytest.approx(want, abs=1e-9)
+        iv = interval_from_replicates(rec)
+        assert iv["n"] == 3 and iv["unit"] == "seed" and iv["lo"] < m[key] < iv["hi"]
+        assert "n_inner" not in iv   # 3 replicates, not 3 × prompts
+    assert "intervals" not in m   # one source: the replicates
     # macro EM = mean of the domain EMs when every domain has the same number of prompts
     k, n = _pool(evals, "fusionroute", D.DOMAINS)
     assert m["fusionroute_macro_em"] == pytest.approx(100 * k / n, abs=1e-9)
     assert m["fusionroute_macro_em"] == pytest.approx(
         sum(sum(r["em"]["fusionroute"][d] for r in evals) / 3 for d in D.DOMAINS) / 4, abs=1e-9)
-    assert m["cdpo_changed_frac"] == pytest.approx(9 / 240)
+    rec = m["replicates"]["fusionroute_macro_em"]
+    assert rec["values"] == pytest.approx([r["em"]["fusionroute"]["macro"] for r in evals], abs=1e-9)
+    assert rec["counts"] == [list(_pool([r], "fusionroute", D.DOMAINS)) for r in evals]
+    assert m["cdpo_changed_frac"] == pytest.approx(3 / 80)
 
 
-def test_c2_interval_is_min_of_domain_intervals(evals):
+def test_c2_is_the_per_seed_smallest_home_gap(evals):
     m = claim_metrics(evals, [0, 1, 2])
-    ivs = []
+    per_seed = [min(r["em"]["fusionroute"][d] - r["em"][f"expert_{d}"][d] for d in D.EXPERT_DOMAINS) for r in evals]
+    assert m["replicates"]["c2_min_home_gap"]["values"] == pytest.approx(per_seed, abs=1e-9)
+    assert m["c2_min_home_gap"] == pytest.approx(sum(per_seed) / 3, abs=1e-9)
     for d in D.EXPERT_DOMAINS:
         (k1, n1), (k2, n2) = _pool(evals, "fusionroute", (d,)), _pool(evals, f"expert_{d}", (d,))
-        ivs.append(newcombe_diff(k1, n1, k2, n2, scale=100.0))
         assert m["c2_home_gaps"][d] == pytest.approx(100 * (k1 / n1 - k2 / n2), abs=1e-9)
         assert m["expert_home_em"][d] == pytest.approx(100 * k2 / n2, abs=1e-9)
-    assert m["c2_min_home_gap"] == pytest.approx(min(m["c2_home_gaps"].values()), abs=1e-12)
-    assert m["intervals"]["c2_min_home_gap"]["lo"] == pytest.approx(min(i["lo"] for i in ivs), abs=1e-12)
-    assert m["intervals"]["c2_min_home_gap"]["hi"] == pytest.approx(min(i["hi"] for i in ivs), abs=1e-12)
+    # the mean of per-seed minima never exceeds the smallest mean gap (the check is conservative)
+    assert m["c2_min_home_gap"] <= min(m["c2_home_gaps"].values()) + 1e-9
     assert m["min_expert_home_em"] == pytest.approx(min(m["expert_home_em"].values()), abs=1e-12)
+
+
+def test_claims_engine_reads_seed_replicates(evals):
+    """The claims table decides C1a from the three per-seed values, over seeds (n = 3)."""
+    from methods.core.claims import evaluate_claims, load_claims
+
+    m = claim_metrics(evals, [0, 1, 2])
+    spec = load_claims("methods/fusionroute/claims.yaml")
+    rows = {r["id"]: r for r in evaluate_claims(spec, m, "tiny")["claims"]}
+    assert all(r["n"] in (3, None) and r["replicates"] == "seed" for r in rows.values())
+    assert rows["C4"]["n"] == 3 and rows["C4"]["n_inner"] is None
 
 
 def test_table_has_every_system_and_seed(evals):

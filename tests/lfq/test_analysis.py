@@ -52,7 +52,8 @@ def test_a_setting_without_signal_is_inconclusive():
     assert m["rtn_lowbit_em_drop"] == 0 and m["mse_em_headroom_max"] == 0 and m["fp_em_longest"] == 1
     assert m["rtn_lowbit_ppl_rel_increase"] == 0
     assert m["intervals"]["c2b_em_gap_min"]["lo"] == m["intervals"]["c2b_em_gap_min"]["hi"] == 0
-    assert "c2c_em_gap_nondecreasing" in m["inconclusive"]
+    assert "c2c_em_gap_min_step" in m["inconclusive"]
+    assert m["intervals"]["c2b_em_gap_min"]["unit"] == "item"
     spec = load_claims("methods/lfq/claims.yaml")
     res = {c["id"]: c for c in evaluate_claims(spec, m, "tiny")["claims"]}
     for cid in ("C2b", "C2c", "C3"):
@@ -79,4 +80,29 @@ def test_em_gap_interval_matches_the_normal_approximation():
     assert (iv["hi"] - iv["lo"]) / 2 == pytest.approx(half, rel=0.15)
     assert m["c2b_em_gap_min"] == pytest.approx(d.mean())
     assert m["rtn_lowbit_em_drop"] == 1.0 and m["mse_em_headroom_max"] == pytest.approx(1 - mse.mean())
-    assert "c2c_em_gap_nondecreasing" not in m.get("inconclusive", {})   # a measurable gain at the longest length
+    assert "c2c_em_gap_min_step" not in m.get("inconclusive", {})   # a measurable gain at the longest length
+    assert iv["unit"] == "item"
+
+
+def test_c4_is_the_kl_order_margin_and_item_intervals_cannot_decide_seed_claims():
+    """C4's boolean over the KL means becomes the margin of the ordering, with a paired bootstrap
+    over the held-out sequences; the claims replicate over quantization seeds, so an interval over
+    the items of one quantized model leaves every measured claim inconclusive."""
+    rng = np.random.default_rng(2)
+    rows = _rows({(s, v): 0.5 for s in ("w2g32", "w3g32") for v in VARIANTS})
+    kl = {"omni": 0.30, "omni-headmse": 0.20, "omni-lfq": 0.10}
+    for r in rows:
+        base = kl.get(r["variant"], 0.05)
+        r["kl_seq"] = (base + 0.01 * rng.standard_normal(40)).tolist()
+        r["top1_seq"] = (0.9 + 0.01 * rng.standard_normal(40)).tolist()
+        r["kl"] = float(np.mean(r["kl_seq"]))
+    m = claim_metrics(rows, CFG, BUCKETS)
+    per = m["per_setting"]
+    want = min(min(p["kl"]["mse"] - p["kl"]["headmse"], p["kl"]["headmse"] - p["kl"]["lfq"]) for p in per.values())
+    assert m["c4_kl_order_margin"] == pytest.approx(want) and m["c4_kl_ablation_order"] is True
+    iv = m["intervals"]["c4_kl_order_margin"]
+    assert iv["unit"] == "item" and iv["n"] == 40 and 0 < iv["lo"] < want < iv["hi"]
+    assert m["c2c_em_gap_min_step"] == 0.0
+    res = {c["id"]: c for c in evaluate_claims(load_claims("methods/lfq/claims.yaml"), m, "tiny")["claims"]}
+    assert res["C4"]["verdict"] == "inconclusive" and res["C4"]["undecided_by"] == "no interval"
+    assert "seeds" in res["C4"]["note"]

@@ -80,8 +80,17 @@ def test_judge_summary_c6_and_interval():
     assert m["judge_failure_rate"] == pytest.approx(0.1, abs=1e-12) and m["n_judged"] == 10
     iv = m["judge_intervals"]["c6_judge_policy_minus_rag"]
     assert iv["n"] == 9 and iv["lo"] <= 3 / 9 <= iv["hi"]
+    assert iv["unit"] == "item"   # fixed answering and judge LLMs: the questions are the replicates
     iv = m["judge_intervals"]["c6_judge_memora_policy"]
-    assert iv["n"] == 10 and iv["lo"] <= 0.8 <= iv["hi"]
+    assert iv["n"] == 10 and iv["lo"] <= 0.8 <= iv["hi"] and iv["unit"] == "item"
+    # C6 / C7 replicate over items (claims.yaml): the engine reads these intervals at paper scale
+    from methods.core.claims import evaluate_claims, load_claims
+    summary = {**{k: None for k in run.CLAIM_METRICS}, **{k: v for k, v in m.items() if k != "judge_intervals"},
+               "intervals": m["judge_intervals"]}
+    rows_ = {r["id"]: r for r in evaluate_claims(load_claims(ROOT / "methods/memora/claims.yaml"), summary,
+                                                 "paper")["claims"]}
+    assert rows_["C6"]["replicates"] == "item" and rows_["C6"]["n"] == 9
+    assert rows_["C7"]["replicates"] == "item" and rows_["C7"]["n"] == 10
     assert run.judge_summary([])["c6_judge_policy_minus_rag"] is None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -235,8 +236,16 @@ def test_paper_summary_takes_the_weakest_benchmark(tmp_path):
     assert m["c2_rho_s_delta"] == pytest.approx(min(r[0] for r in rho.values()), abs=1e-12)
     assert m["c2_rho_utxt_delta"] == pytest.approx(max(r[1] for r in rho.values()), abs=1e-12)
     assert m["c4_syn_acc_gain"] == pytest.approx(0.02, abs=1e-12) and m["c4_gap_syn_items"] == 3
-    iv = m["intervals"]["c4_syn_acc_gain"]
-    assert iv["n"] == 3 and iv["lo"] == pytest.approx(0.02, abs=1e-9) and iv["hi"] == pytest.approx(0.02, abs=1e-9)
+    # C4's replicates are the per-seed paired differences (claims computes the interval over seeds)
+    rep = m["replicates"]["c4_syn_acc_gain"]
+    assert rep["unit"] == "seed" and rep["ids"] == [0, 1, 2]
+    assert rep["values"] == pytest.approx([0.02, 0.02, 0.02], abs=1e-12)
+    assert "c4_syn_acc_gain" not in m.get("intervals", {})
+    # the claims engine reads it: every seed equal → zero-width, undecided; C2 has one ρ, no seed replicates
+    from methods.core.claims import evaluate_claims, load_claims
+    rows = {r["id"]: r for r in evaluate_claims(load_claims(Path(__file__).resolve().parents[2] / "methods/pid/claims.yaml"), m, "paper")["claims"]}
+    assert rows["C4"]["n"] == 3 and rows["C4"]["verdict"] == "inconclusive"
+    assert rows["C2a"]["verdict"] in ("inconclusive", "not_checked") and rows["C2a"]["replicates"] == "seed"
     # fewer models than min_configs: not measured
     summarize_hub(AnalysisConfig(profile_config="m1", min_configs=7), pid, inter, rew, out, tmp_path / "t.md",
                   tmp_path / "p.png", tmp_path / "q.png")

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from tests.workflow.conftest import ROOT, bad_scale_edit, plan_paper
 
@@ -16,14 +17,20 @@ pytestmark = pytest.mark.workflow
 @pytest.mark.parametrize("scale", ["smoke", "tiny", "paper"])
 def test_dry_run_job_counts(scale, tmp_path):
     sec, counts = plan_paper(tmp_path, "rabitqcache", scale)
-    n = len(sec["seeds"])   # one trained model and one sparse evaluation per seed
+    looks = (yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text()).get("looks") or {}).get(
+        "rabitqcache")
+    # one trained model and one sparse evaluation per seed; with sequential seeds, a dry run plans
+    # the first look's seeds, its report and its claims (the checkpoint), then the final claims
+    n = looks[0] if looks else len(sec["seeds"])
     want = {"rabitqcache_data": 1, "rabitqcache_train": n, "rabitqcache_capture": 1, "rabitqcache_estimator": 1,
-            "rabitqcache_sparse": n, "rabitqcache_report": 1, "claims": 1}
+            "rabitqcache_sparse": n, "claims": 1,
+            **({"rabitqcache_look_report": 1, "claims_look": 1} if looks else {"rabitqcache_report": 1})}
     if sec["lm_eval"]["tasks"]:
         want["rabitqcache_lm_eval"] = 1
     assert counts == want
     assert bool(sec["lm_eval"]["tasks"]) == (scale == "paper")   # LongBench / RULER at paper scale only
-    assert (n == 1) == (scale == "paper")                         # the hub model is one model
+    assert (len(sec["seeds"]) == 1) == (scale == "paper")         # the hub model is one model
+    assert bool(looks) == (scale != "paper") and (not looks or looks[-1] == len(sec["seeds"]))
 
 
 def test_bad_key_in_section_is_named(tmp_path):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from methods.core.claims import evaluate_claims, load_claims
 from methods.core.results import read_json
 from methods.rl_sgd.analysis import AnalysisConfig, aggregate
 from methods.rl_sgd.config import Ablation, Grid
@@ -52,8 +53,12 @@ def test_claim_metrics_over_seeds(tmp_path):
     diffs = [0.65 - 0.64, 0.64 - 0.66, 0.66 - 0.62]
     assert m["r1_sgd_minus_adamw"] == pytest.approx(0.65 - 0.64)
     assert m["r1_sgd_minus_adamw_per_seed"] == pytest.approx(diffs)
-    assert (m["intervals"]["r1_sgd_minus_adamw"]["lo"], m["intervals"]["r1_sgd_minus_adamw"]["hi"]) \
-        == pytest.approx(_t95(diffs))
+    assert m["replicates"]["r1_sgd_minus_adamw"] == {"unit": "seed", "values": pytest.approx(diffs),
+                                                     "ids": ["s0", "s1", "s2"]}
+    assert "r1_sgd_minus_adamw" not in m["intervals"]
+    rows = {r["id"]: r for r in evaluate_claims(load_claims("methods/rl_sgd/claims.yaml"), m, "tiny")["claims"]}
+    iv = rows["R1"]["interval"]
+    assert (iv["lo"], iv["hi"]) == pytest.approx(_t95(diffs)) and iv["unit"] == "seed" and rows["R1"]["n"] == 3
     assert m["r1_adamw_gain_over_base"] == pytest.approx(0.64 - 0.5)
     # R2a per seed: every SGD lr is matched in AdamW's range ± 0.02; AdamW's changed fraction is
     # interpolated linearly in accuracy; the largest ratio per seed
@@ -61,7 +66,10 @@ def test_claim_metrics_over_seeds(tmp_path):
     assert m["r2_unmatched_seeds"] == []
     assert m["r2_ratio_large_per_seed"] == pytest.approx(per_seed)
     assert m["r2_ratio_large"] == pytest.approx(np.mean(per_seed))
-    assert (m["intervals"]["r2_ratio_large"]["lo"], m["intervals"]["r2_ratio_large"]["hi"]) == pytest.approx(_t95(per_seed))
+    assert m["replicates"]["r2_ratio_large"] == {"unit": "seed", "values": pytest.approx(per_seed),
+                                                 "ids": ["s0", "s1", "s2"]}
+    iv = rows["R2a"]["interval"]
+    assert (iv["lo"], iv["hi"]) == pytest.approx(_t95(per_seed))
     # R5 per seed: (ref − var)/ref in RL minus the same in SFT; metric = larger of the two means
     ref = ACC[(128, "adamw", 1e-5)]
     d = {}
@@ -73,6 +81,7 @@ def test_claim_metrics_over_seeds(tmp_path):
     ivs = {k: _t95(v) for k, v in d.items()}
     assert m["intervals"]["r5_rl_minus_sft_drop"]["lo"] == pytest.approx(max(i[0] for i in ivs.values()))
     assert m["intervals"]["r5_rl_minus_sft_drop"]["hi"] == pytest.approx(max(i[1] for i in ivs.values()))
+    assert m["intervals"]["r5_rl_minus_sft_drop"]["unit"] == "seed" and m["intervals"]["r5_rl_minus_sft_drop"]["n"] == 3
     assert m["r5_holds_seeds"] == sum(all(d[k][i] < 0 for k in d) for i in range(3))
     assert m["r5_sft_adamw_acc_min"] == pytest.approx(0.5)
     assert m["r4_state_bytes_exact"] is True
@@ -104,7 +113,8 @@ def test_width_gap_has_a_welch_interval(tmp_path):
     gap, half = small.mean() - large.mean(), stats.t.ppf(0.975, dof) * np.sqrt(va + vb)
     assert m["r2_width_gap"] == pytest.approx(gap)
     iv = m["intervals"]["r2_width_gap"]
-    assert (iv["lo"], iv["hi"], iv["n"]) == pytest.approx((gap - half, gap + half, 6))
+    # n: the seeds behind the less replicated of the two means
+    assert (iv["lo"], iv["hi"], iv["n"]) == pytest.approx((gap - half, gap + half, 3)) and iv["unit"] == "seed"
 
 
 def test_one_seed_at_a_width_makes_r2b_inconclusive(tmp_path):
@@ -126,3 +136,5 @@ def test_unmatched_seed_makes_r2a_inconclusive(tmp_path):
     m = read_json(tmp_path / "s.json")
     assert m["r2_unmatched_seeds"] == [1]
     assert "r2_ratio_large" in m["inconclusive"] and "r2_ratio_large" not in m["intervals"]
+    # the matched seeds' ratios are still the replicates record; the declared reason decides
+    assert m["replicates"]["r2_ratio_large"]["ids"] == ["s0", "s2"]

@@ -33,3 +33,25 @@ def test_query_bootstrap_of_an_auc_matches_scipy():
     assert ours["lo"] < stat(np.arange(n)) < ours["hi"] and ours["n"] == n
     # an undefined statistic (one class only) in most resamples: no interval
     assert bootstrap_queries(lambda idx: float("nan"), n, seed=0, n_resamples=50) is None
+
+
+def test_query_intervals_are_item_level_and_decide_no_seed_claim():
+    """The query bootstrap is an interval over test queries of one trained run (unit item); every
+    SCOPE claim replicates over training seeds, so the claims engine reads it as inconclusive
+    (another unit than the claim's), whatever side of the threshold it lies on."""
+    from methods.core.claims import evaluate_claims, load_claims
+    from methods.core.stats import paired_bootstrap_diff
+
+    rng = np.random.default_rng(0)
+    y = (rng.random(200) < 0.5).astype(float)
+    iv = bootstrap_queries(lambda idx: float(y[idx].mean()), 200, seed=0, n_resamples=200)
+    assert iv["unit"] == "item" and iv["n"] == 200
+    spec = load_claims("methods/scope/claims.yaml")
+    assert all(c["replicates"] == "seed" for c in spec["claims"])
+    far = paired_bootstrap_diff(np.ones(50), np.zeros(50) + (rng.random(50) < 0.1), unit="item")
+    assert far["unit"] == "item" and far["lo"] > 0.5   # far above C1b's threshold 0 ...
+    metrics = {"c1_margin_vs_knn": 0.9, "intervals": {"c1_margin_vs_knn": far}}
+    c1b = [c for c in spec["claims"] if c["id"] == "C1b"]
+    row = evaluate_claims({**spec, "claims": c1b}, metrics, "tiny")["claims"][0]
+    assert row["verdict"] == "inconclusive" and row["undecided_by"] == "no interval"   # ... but over items
+    assert "the claim replicates over seeds" in row["note"]

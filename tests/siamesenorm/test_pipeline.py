@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
+from methods.core.claims import evaluate_claims, load_claims
 from methods.core.models import ModelConfig
 from methods.core.results import InputError
 from methods.core.train import TrainConfig
@@ -26,6 +27,7 @@ from methods.siamesenorm.run import is_diverged, layer_grad_norms
 from methods.siamesenorm.steptime import StepTimeConfig, time_schemes
 
 ROOT = Path(__file__).resolve().parents[2]
+CLAIMS = ROOT / "methods" / "siamesenorm" / "claims.yaml"
 torch.set_num_threads(1)
 ARITH = re.compile(r"^(\d+)([+\-*])(\d+)=(-?\d+)$")
 # the data step's former defaults, written out (the config classes have none)
@@ -209,9 +211,13 @@ def test_claim_metrics_hand_computed():
     assert m["c5_grad_ratio_fold"] == pytest.approx(2.0)
     assert m["c5_post_fold"] == pytest.approx(10.0)
     assert m["grad_ratio_first_last"]["post"] == pytest.approx(0.2)
-    # equal per-seed values: a zero-width t interval at the value
-    assert m["intervals"]["c3_arith_gain"]["lo"] == pytest.approx(0.1)
-    assert m["intervals"]["c3_arith_gain"]["hi"] == pytest.approx(0.1)
+    # per-seed values as replicates (core computes the interval), per-seed pass/fail as counts
+    assert m["replicates"]["c3_arith_gain"] == {"unit": "seed", "values": pytest.approx([0.1, 0.1]), "ids": [0, 1]}
+    assert m["replicates"]["c2_ppl_ratio"]["values"] == pytest.approx([math.exp(0.78) / math.exp(0.80)] * 2)
+    assert "c3_arith_gain" not in m["intervals"] and "c2_ppl_ratio" not in m["intervals"]
+    assert (m["holds"]["c1_siamese_stable_high_lr"]["k"], m["holds"]["c1_siamese_stable_high_lr"]["n"]) == (2, 2)
+    assert (m["holds"]["c1_post_fails_high_lr"]["k"], m["holds"]["c1_post_fails_high_lr"]["n"]) == (2, 2)
+    assert m["c1_post_fails_high_lr"] is True and m["inconclusive"] == {}
 
 
 def test_seed_intervals_match_scipy_t_over_paired_seeds():
@@ -232,15 +238,21 @@ def test_seed_intervals_match_scipy_t_over_paired_seeds():
     gain = [s_arith[s] - 0.20 for s in seeds]
     assert m["c3_arith_gain"] == pytest.approx(np.mean(gain))
     assert m["c3_arith_seeds_siamese_higher"] == 2  # seed 2 ties (0.20 vs 0.20)
-    lo, hi = t95(gain)
-    assert (m["intervals"]["c3_arith_gain"]["lo"], m["intervals"]["c3_arith_gain"]["hi"]) == pytest.approx((lo, hi))
-    assert m["intervals"]["c3_arith_gain"]["n"] == 3 and m["intervals"]["c3_arith_gain"]["method"] == "t"
+    from methods.core.stats import interval_from_replicates
+
+    rec = m["replicates"]["c3_arith_gain"]
+    assert rec["values"] == pytest.approx(gain) and rec["ids"] == [0, 1, 2] and rec["unit"] == "seed"
+    iv = interval_from_replicates(rec)
+    assert (iv["lo"], iv["hi"]) == pytest.approx(t95(gain)) and iv["n"] == 3
     ratio = [math.exp(s_val_hi[s]) / math.exp(0.80) for s in seeds]
     assert m["c2_ppl_ratio"] == pytest.approx(np.mean(ratio))
-    lo, hi = t95(ratio)
-    assert (m["intervals"]["c2_ppl_ratio"]["lo"], m["intervals"]["c2_ppl_ratio"]["hi"]) == pytest.approx((lo, hi))
+    assert m["replicates"]["c2_ppl_ratio"]["values"] == pytest.approx(ratio)
+    iv = interval_from_replicates(m["replicates"]["c2_ppl_ratio"])
+    assert (iv["lo"], iv["hi"]) == pytest.approx(t95(ratio))
     # C1b per seed: diverged / 0.86/0.84 = 1.024 / 0.9/0.84 = 1.071 -> fails in 1 of 3 only
     assert m["c1_post_fail_seeds"] == 1
+    assert m["holds"]["c1_post_fails_high_lr"]["k"] == 1 and m["holds"]["c1_post_fails_high_lr"]["n"] == 3
+    assert m["c1_post_fails_high_lr"] is False
     # C1a per seed: 0.78/0.80, 0.77/0.798, 0.795/0.796 all <= 1.05
     assert m["c1_siamese_stable_seeds"] == 3
     # C5: fold of the geometric means; interval of the per-seed log ratios mapped by exp|x|
@@ -250,6 +262,11 @@ def test_seed_intervals_match_scipy_t_over_paired_seeds():
     assert lo < 0 < hi  # straddles 0: the fold interval starts at 1
     assert m["intervals"]["c5_grad_ratio_fold"]["lo"] == pytest.approx(1.0)
     assert m["intervals"]["c5_grad_ratio_fold"]["hi"] == pytest.approx(math.exp(max(-lo, hi)))
+    assert m["intervals"]["c5_grad_ratio_fold"]["unit"] == "seed"
+    # the claims engine reads them: C3's gains straddle 0, C1a holds in 3 of 3 (too few to decide)
+    rows = {r["id"]: r for r in evaluate_claims(load_claims(CLAIMS), m, "tiny")["claims"]}
+    assert rows["C3"]["verdict"] == "inconclusive" and rows["C3"]["n"] == 3
+    assert rows["C1a"]["verdict"] == "inconclusive" and "3 of 3 seeds" in rows["C1a"]["note"]
 
 
 def test_one_seed_gives_no_interval():
@@ -257,6 +274,30 @@ def test_one_seed_gives_no_interval():
                         {"d_model": 8, "n_layers": 6})
     assert m["intervals"] == {} and m["c3_arith_gain"] == pytest.approx(0.1)
     assert "no interval" in m["notes"]["c3_arith_gain"]
+    assert m["replicates"]["c3_arith_gain"]["values"] == pytest.approx([0.1])
+    rows = {r["id"]: r for r in evaluate_claims(load_claims(CLAIMS), m, "tiny")["claims"]}
+    assert rows["C3"]["verdict"] == "inconclusive" and rows["C3"]["undecided_by"] == "n < 3"
+
+
+def test_a_diverged_seed_is_reported_and_makes_the_claim_inconclusive():
+    """A seed whose run at the scheme's best lr diverged (non-finite loss) is not dropped
+    silently: the replicates are the other seeds, named; the seed is in the note and the claim
+    is inconclusive, not decided on the seeds that remain."""
+    df = _table(post_hi=(3.5, 3.4, 3.3), post_div=(True, True, True), seeds=(0, 1, 2))
+    # post_pre: seed 1 diverges at lr 0.01 and seed 0 at lr 0.03, so every lr has a diverged seed
+    for lr, seed in ((0.01, 1), (0.03, 0)):
+        df.loc[(df.scheme == "post_pre") & (df.lr == lr) & (df.seed == seed),
+               ["val_loss", "val_ppl", "diverged"]] = [float("nan"), float("nan"), True]
+    df.loc[(df.scheme == "post_pre") & (df.lr == 0.01) & (df.seed == 1), "grad_ratio_first_last"] = float("nan")
+    m = A.claim_metrics(df, ANALYSIS, STEPTIME, {"d_model": 8, "n_layers": 6})
+    assert m["best_lr"]["post_pre"] == 0.01
+    assert m["replicates"]["c2_ppl_ratio"]["ids"] == [0, 2]
+    assert "[1]" in m["inconclusive"]["c2_ppl_ratio"] and "[1]" in m["notes"]["c2_ppl_ratio"]
+    assert "[1]" in m["inconclusive"]["c5_grad_ratio_fold"] and m["intervals"]["c5_grad_ratio_fold"]["n"] == 2
+    rows = {r["id"]: r for r in evaluate_claims(load_claims(CLAIMS), m, "tiny")["claims"]}
+    assert rows["C2"]["verdict"] == "inconclusive" and "diverged" in rows["C2"]["note"]
+    assert rows["C5"]["verdict"] == "inconclusive"
+    assert rows["C1a"]["verdict"] == "inconclusive"   # 2 of 3 seeds stable
 
 
 def test_post_without_divergence_but_10pct_worse_still_fails():

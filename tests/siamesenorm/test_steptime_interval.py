@@ -54,26 +54,29 @@ def test_median_interval_is_scipys_percentile_bootstrap_of_the_median():
                     random_state=np.random.default_rng(4)).confidence_interval
     assert (iv["lo"], iv["hi"]) == pytest.approx((ref.low, ref.high), rel=1e-12)
     assert iv["lo"] <= np.median(x) <= iv["hi"] and x.min() <= iv["lo"] and iv["hi"] <= x.max()
-    assert median_interval([1.2, 1.2, 1.2]) == {"lo": 1.2, "hi": 1.2, "level": 0.95,
+    assert median_interval([1.2, 1.2, 1.2]) == {"lo": 1.2, "hi": 1.2, "level": 0.95, "unit": "item",
                                                 "method": "bootstrap (median of per-round ratios)", "n": 3}
+    assert iv["unit"] == "item"       # the timing rounds of fixed models are the replicates
 
 
 @pytest.mark.parametrize("lo,hi,verdict", [(1.10, 1.30, "reproduced"), (1.40, 1.60, "inconclusive"),
                                            (1.55, 1.70, "not_reproduced")])
 def test_c4b_is_decided_by_the_interval(lo, hi, verdict):
     steptime = {**STEPTIME, "rounds": 20,
-                "ratio_interval": {"post_pre": {"lo": lo, "hi": hi, "level": 0.95, "method": "bootstrap", "n": 20}}}
+                "ratio_interval": {"post_pre": {"lo": lo, "hi": hi, "level": 0.95, "method": "bootstrap", "n": 20,
+                                                "unit": "item"}}}
     m = A.claim_metrics(_table(), ANALYSIS, steptime, {"d_model": 8, "n_layers": 6})
     assert m["intervals"]["c4_step_time_ratio"]["lo"] == lo
     row = next(r for r in evaluate_claims(load_claims(CLAIMS), m, "tiny")["claims"] if r["id"] == "C4b")
     assert row["verdict"] == verdict and row["measured"] == 1.3
     if verdict == "inconclusive":
-        assert "straddles the threshold" in row["note"]
+        assert "straddles or touches the threshold" in row["note"]
 
 
-def test_c4b_without_an_interval_uses_the_point_value():
-    """A steptime.json from before the interval (no `ratio_interval`) is still read."""
+def test_c4b_without_an_interval_is_inconclusive():
+    """A steptime.json from before the interval (no `ratio_interval`) is still read, but a
+    mechanism claim is never decided by its point value alone."""
     m = A.claim_metrics(_table(), ANALYSIS, STEPTIME, {"d_model": 8, "n_layers": 6})
     assert "c4_step_time_ratio" not in m["intervals"]
     row = next(r for r in evaluate_claims(load_claims(CLAIMS), m, "tiny")["claims"] if r["id"] == "C4b")
-    assert row["verdict"] == "reproduced"
+    assert row["verdict"] == "inconclusive" and row["undecided_by"] == "no interval"

@@ -27,7 +27,7 @@ def test_gain_intervals_and_guards_by_hand():
     ops = [{"accepted": True, "kind": "good"}, {"accepted": False, "kind": "bad"}]
     m = claim_metrics(*_runs(full_ok, zs_ok, rag_ok, ops), n_types=12, flat_from=0.5, simulated=False)
     assert m["c1_gain_over_zero_shot"] == pytest.approx(np.mean(full_ok) - np.mean(zs_ok), abs=1e-12)
-    ref = paired_bootstrap_diff(np.array(full_ok, float), np.array(zs_ok, float))
+    ref = paired_bootstrap_diff(np.array(full_ok, float), np.array(zs_ok, float), unit="item")
     assert m["intervals"]["c1_gain_over_zero_shot"] == ref
     assert ref["lo"] < m["c1_gain_over_zero_shot"] < ref["hi"]
     assert m["c1_discordant_over_zero_shot"] == sum(a != b for a, b in zip(full_ok, zs_ok))
@@ -48,3 +48,26 @@ def test_identical_outcomes_are_a_tie_the_guard_catches():
     assert m["c1_gain_over_rag"] == 0.0 and m["c1_discordant_over_rag"] == 0
     assert m["intervals"]["c1_gain_over_rag"]["lo"] == m["intervals"]["c1_gain_over_rag"]["hi"] == 0.0
     assert m["full_accepted_ops"] == 0
+
+
+def test_gain_interval_is_over_items_and_every_checked_key_is_present():
+    """The paired bootstrap is over the test problems of one run (unit item); the paper-scale
+    headline claims replicate over seeds, so the claims engine leaves them inconclusive on it. Every
+    metric a claim or guard reads is a key of the summary, null where it cannot be measured (a real
+    endpoint: no simulator labels for C3)."""
+    from methods.core.claims import evaluate_claims, load_claims, needed_metrics
+
+    rng = np.random.default_rng(1)
+    full_ok = (rng.random(400) < 0.9).tolist()
+    zs_ok = (rng.random(400) < 0.2).tolist()
+    m = claim_metrics(*_runs(full_ok, zs_ok, zs_ok, [{"accepted": True, "kind": "good"}]), n_types=12,
+                      flat_from=0.5, simulated=False)
+    assert {iv["unit"] for iv in m["intervals"].values()} == {"item"}
+    spec = load_claims("methods/tsgd/claims.yaml")
+    for scale in ("smoke", "tiny", "paper"):
+        assert set(needed_metrics(spec, scale)) <= set(m)
+    assert m["c3_full_minus_no_verify"] is None and m["c3_local_admits_full_rejects"] is None
+    rows = {r["id"]: r for r in evaluate_claims(spec, m, "paper")["claims"]}
+    assert m["intervals"]["c1_gain_over_zero_shot"]["lo"] > 0.5   # far above the threshold 0 ...
+    assert rows["C1p"]["replicates"] == "seed"
+    assert rows["C1p"]["verdict"] == "inconclusive" and rows["C1p"]["undecided_by"] == "no interval"   # ... over items

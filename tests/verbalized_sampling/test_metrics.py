@@ -99,3 +99,33 @@ def test_retention_gain_interval_is_a_paired_topic_bootstrap():
     iv0 = retention_gain_interval(same, topics, reps, seed)
     assert iv0["lo"] == pytest.approx(0.0, abs=1e-12) and iv0["hi"] == pytest.approx(0.0, abs=1e-12)
     assert retention_gain_interval({k: v for k, v in embs.items() if k[1] == "direct"}, topics, reps, seed) is None
+
+
+def test_claim_metrics_carry_one_seed_replicates_and_item_intervals():
+    """C3a/C3b/C4 replicate over training seeds: the summary carries each as a one-value seed
+    replicates record (this run is one trained base/aligned pair), the topic bootstraps as
+    item-level intervals, and the claims engine reads them as n < 3, not as evidence."""
+    from pathlib import Path
+
+    from methods.core.claims import evaluate_claims, load_claims
+    from methods.verbalized_sampling.analysis import claim_metrics
+    from methods.verbalized_sampling.config import AnalysisConfig
+
+    theory = {"sharpen": [{"gamma_closed_form": 2.0, "gamma_theory": 2.0, "gamma_dpo": 2.0}],
+              "alpha": {"alpha_hat": 0.6, "alpha_se": 0.1, "alpha_p": 0.01}, "dpo_beta": 0.25}
+    rows = [
+        {"model": mo, "method": me, "unique_valid": uv, "validity": 0.9,
+         "unique_valid_per_topic": [uv, uv + 0.1, uv - 0.05]}
+        for mo, me, uv in (("base", "direct", 0.5), ("base", "vs_standard", 0.6),
+                           ("aligned", "direct", 0.3), ("aligned", "vs_standard", 0.45))]
+    cfg = AnalysisConfig(sim_repeats=2, sim_n=3, sim_thresholds=[-1, 0.2], bootstrap=200, embed=False, seed=0)
+    m = claim_metrics(theory, rows, 1.7, [{"coverage": 0.3}, {"coverage": 0.5}], 0.6, cfg, base_slope=0.9)
+    rep = m["replicates"]
+    assert rep["c3_gamma_hat"] == {"unit": "seed", "values": [1.7]}
+    assert rep["c3_direct_unique_ratio"]["values"] == pytest.approx([m["c3_direct_unique_ratio"]])
+    assert rep["c4_retention_gain"]["values"] == pytest.approx([0.45 / 0.6 - 0.3 / 0.5])
+    assert m["intervals"]["c3_direct_unique_ratio"]["unit"] == "item"
+    spec = load_claims(Path(__file__).resolve().parents[2] / "methods/verbalized_sampling/claims.yaml")
+    rows_ = {r["id"]: r for r in evaluate_claims(spec, m, "tiny")["claims"]}
+    for cid in ("C3a", "C3b", "C4"):
+        assert rows_[cid]["verdict"] == "inconclusive" and rows_[cid]["undecided_by"] == "n < 3", rows_[cid]

@@ -54,6 +54,7 @@ UNQUOTED_PARAMS = {
     "tasks": "quoted task names (wd_plasticity)",
     "texts": "quoted corpus paths (wd_plasticity tokenizer)",
     "papers": "quoted per-paper result directories (report)",
+    "looks": "--looks <ints> --look <int> or nothing (claims.smk)",
     "model": "--model <quoted path> or nothing (verbalized_sampling)",
     "eos": "a constant",
     "seq_len": "an int", "seed": "an int", "gpus": "an int", "ready": "a number", "vocab": "an int",

@@ -65,6 +65,25 @@ def test_every_enabled_paper_is_in_the_report(smoke_run):
         assert section.count("data:image/png;base64,") >= 1, f"no figure for {paper}"
 
 
+def test_no_decided_measured_claim_rests_on_weak_evidence(smoke_run):
+    """In every paper's smoke claims.json, a decided headline or mechanism verdict rests on an
+    interval over >= 3 replicates of the claim's unit, of non-zero width, strictly on one side
+    of the threshold (for a boolean: the exact interval of the rate it holds at, against 1/2)."""
+    from methods.core import registry
+
+    weak = []
+    for paper in registry.papers(ROOT):
+        table = json.loads((smoke_run["config"]["results_dir"] / "smoke" / paper / "claims.json").read_text())
+        for c in table["claims"]:
+            if c["kind"] == "sanity" or c["verdict"] not in ("reproduced", "not_reproduced"):
+                continue
+            iv, v = c["interval"], float(c["check"].split()[-1]) if not c["check"].startswith("is") else 0.5
+            if iv is None or (c["n"] or 0) < 3 or iv["lo"] == iv["hi"] or iv.get("unit") != c["replicates"] \
+                    or iv["lo"] <= v <= iv["hi"]:
+                weak.append(f"{paper} {c['id']}: n={c['n']}, interval {iv}, check {c['check']}")
+    assert not weak, "\n".join(weak)
+
+
 def test_lm_eval_results_are_in_the_eval_files(smoke_run):
     ev = json.loads((smoke_run["config"]["results_dir"] / "smoke" / "wd_plasticity" / "eval" / "wd0.1_s0.json").read_text())
     for task, t in ev["tasks"].items():

@@ -163,4 +163,29 @@ rule rabitqcache_report:
         "--summary {output.summary:q} --figure {output.figure:q} > {log:q} 2>&1"
 
 
-FIGURES["rabitqcache"] = lambda scale: [f"{RESULTS}/{scale}/rabitqcache/figures/budget_vs_recall.png"]
+use rule rabitqcache_report as rabitqcache_look_report with:
+    # sequential seeds (`looks.rabitqcache` in the scale file, workflow/rules/claims.smk): the same
+    # report over the first looks[look] trained models
+    input:
+        estimator=f"{RABITQCACHE_DIR}/estimator.json",
+        sparse=lambda wc: rabitqcache_sparse_outputs(wc.scale, look_seeds(wc.scale, "rabitqcache", wc.look)),
+        lm_eval=lambda wc: rabitqcache_lm_eval_outputs(wc.scale),
+        code=code("rabitqcache", "report"),
+    output:
+        table=f"{RABITQCACHE_DIR}/looks/{{look}}/table.csv",
+        summary=f"{RABITQCACHE_DIR}/looks/{{look}}/summary.json",
+        figure=report(
+            f"{RABITQCACHE_DIR}/looks/{{look}}/figures/budget_vs_recall.png",
+            caption="../../methods/rabitqcache/report.rst",
+            category="rabitqcache",
+            labels={"scale": "{scale}", "figure": "budget vs recall, accuracy vs p (look {look})"},
+        ),
+    log:
+        f"{RABITQCACHE_DIR}/looks/{{look}}/logs/report.log",
+    benchmark:
+        f"{RABITQCACHE_DIR}/looks/{{look}}/benchmarks/rabitqcache_report.tsv"
+    wildcard_constraints:
+        look=r"\d+",
+
+
+FIGURES["rabitqcache"] = lambda scale: [f"{final_dir(scale, 'rabitqcache')}/figures/budget_vs_recall.png"]

@@ -54,25 +54,3 @@ rule claims_table:
     shell:
         "python -m methods.core.report --claims-only --scale {params.scale:q} "
         "--papers {params.paper_dir:q} --out {output:q} > {log:q} 2>&1"
-
-
-rule claims:
-    """A paper's claims.yaml evaluated on its summary metrics: verdict per claim."""
-    input:
-        spec="methods/{paper}/claims.yaml",
-        metrics=f"{RESULTS}/{{scale}}/{{paper}}/summary.json",
-        code=code("core", "claims"),
-    output:
-        f"{RESULTS}/{{scale}}/{{paper}}/claims.json",
-    log:
-        f"{RESULTS}/{{scale}}/{{paper}}/logs/claims.log",
-    benchmark:
-        f"{RESULTS}/{{scale}}/{{paper}}/benchmarks/claims.tsv"
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    params:
-        scale=lambda wc: wc.scale,
-    shell:
-        "python -m methods.core claims --claims {input.spec:q} --metrics {input.metrics:q} "
-        "--scale {params.scale:q} --out {output:q} > {log:q} 2>&1"

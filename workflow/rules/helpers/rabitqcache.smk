@@ -9,9 +9,11 @@ def rabitqcache_model(scale):
     return f"{RESULTS}/{scale}/rabitqcache/models/s{hp(scale, 'rabitqcache', 'seeds')[0]}"
 
 
-def rabitqcache_sparse_outputs(scale):
-    """One sparse evaluation per trained model (seed), in the order of `rabitqcache.seeds`."""
-    return [f"{RESULTS}/{scale}/rabitqcache/sparse/s{s}.json" for s in hp(scale, "rabitqcache", "seeds")]
+def rabitqcache_sparse_outputs(scale, seeds=None):
+    """One sparse evaluation per trained model (seed), in the order of `rabitqcache.seeds` (or of
+    `seeds`: a look's)."""
+    seeds = hp(scale, "rabitqcache", "seeds") if seeds is None else seeds
+    return [f"{RESULTS}/{scale}/rabitqcache/sparse/s{s}.json" for s in seeds]
 
 
 def rabitqcache_with_method(scale, section):
