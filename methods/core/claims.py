@@ -199,7 +199,7 @@ def _replicates(metrics: dict, name: str) -> dict | None:
 
 
 def _fmt_iv(iv: dict) -> str:
-    return f"{iv.get('level', stats.LEVEL):.4g} interval [{iv['lo']:.4g}, {iv['hi']:.4g}]"
+    return f"{100 * iv.get('level', stats.LEVEL):.3g}% interval [{iv['lo']:.4g}, {iv['hi']:.4g}]"
 
 
 def _decide_measured(c: dict, check: dict, metrics: dict, level: float) -> dict:

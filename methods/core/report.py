@@ -52,7 +52,7 @@ def fmt_measured(v, interval) -> str:
     text = fmt_value(v)
     if isinstance(interval, dict) and "lo" in interval and "hi" in interval:
         level = interval.get("level")
-        tag = f" {level:.0%}" if isinstance(level, (int, float)) else ""
+        tag = f" {100 * level:.3g}%" if isinstance(level, (int, float)) else ""
         text += f" [{fmt_value(float(interval['lo']))}, {fmt_value(float(interval['hi']))}]{tag}"
         if interval.get("n"):
             text += f", n={interval['n']}"

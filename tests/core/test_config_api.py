@@ -146,10 +146,19 @@ def test_the_scale_files_validate_and_the_generated_schema_agrees():
     for scale in ("smoke", "tiny", "paper"):
         data = yaml.safe_load((root / "config" / "scales" / f"{scale}.yaml").read_text())
         sections = check_scale(data, registered, scale, root=root)
-        assert set(sections) == {"runtime", "model_pool", *registered}
+        optional = {"looks"} & set(data)
+        assert set(sections) == {"runtime", "model_pool", *registered, *optional}
         schema.validate(data)
         bad = copy.deepcopy(data)
         bad["lfq"]["base"]["model"]["n_layers"] = 0
         with pytest.raises(InputError, match=r"config key 'lfq\.base\.model\.n_layers'"):
             check_scale(bad, registered, scale, root=root)
         assert not schema.is_valid(bad)
+    tiny = yaml.safe_load((root / "config" / "scales" / "tiny.yaml").read_text())
+    for looks, message in (({"nopaper": [3]}, r"'looks\.nopaper' is not a registered paper"),
+                           ({"rabitqcache": [5, 3]}, r"'looks\.rabitqcache'"),
+                           ({"rabitqcache": [3, 99]}, r"caps at 99 seeds")):
+        bad = copy.deepcopy(tiny)
+        bad["looks"] = looks
+        with pytest.raises(InputError, match=message):
+            check_scale(bad, registered, "tiny", root=root)

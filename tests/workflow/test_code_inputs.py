@@ -39,7 +39,7 @@ def _jobs(dry_run: str) -> dict[str, tuple[str, str | None, frozenset[str]]]:
     e.g. a served model and its consumers, are printed indented)."""
     out, rule, inputs = {}, None, frozenset()
     for line in (raw.strip() for raw in dry_run.splitlines()):
-        m = re.match(r"^(?:local)?rule (\w+):$", line)
+        m = re.match(r"^(?:local)?(?:rule|checkpoint) (\w+):$", line)
         if m:
             rule, inputs = m.group(1), frozenset()
         elif rule and line.startswith("input: "):

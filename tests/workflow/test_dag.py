@@ -163,7 +163,7 @@ def dry_run_jobs(stdout: str) -> list[dict]:
     group, e.g. a served model and its consumers, are printed indented)."""
     jobs, job = [], None
     for line in (raw.strip() for raw in stdout.splitlines()):
-        if line.startswith(("rule ", "localrule ")):
+        if line.startswith(("rule ", "localrule ", "checkpoint ")):
             job = {"rule": line.split()[1].rstrip(":"), "resources": {}, "shell": ""}
             jobs.append(job)
         elif job is not None and line.strip().startswith("resources:"):
@@ -294,9 +294,9 @@ def test_rule_names_carry_their_papers_slug():
     files = rules_files()
     assert set(files) - shared == set(registry.papers(ROOT)) | set(registry.core_parts(ROOT))
     for name, text in files.items():
-        rules = re.findall(r"^rule (\w+):", text, re.M)
+        rules = re.findall(r"^(?:rule|checkpoint) (\w+):", text, re.M)
         if name in shared:
-            assert set(rules) <= {"claims", "claims_table", "report"}, name
+            assert set(rules) <= {"claims", "claims_look", "claims_table", "report"}, name
         else:
             assert rules and all(r.startswith(f"{name}_") for r in rules), (name, rules)
     for f in (ROOT / "workflow" / "rules" / "helpers").glob("*.smk"):
