@@ -95,7 +95,8 @@ def claim_metrics(rows: list[dict], cfg: AnalysisConfig, buckets: list[int]) -> 
     # ---- guard metrics: does the task separate quantizers at all? (tiny: it did not, every
     # variant was at EM ≈ 1; README "Changes to the tiny setting")
     longest = buckets[-1]
-    for k in ("fp_em_longest", "rtn_lowbit_em_drop", "rtn_lowbit_ppl_rel_increase", "mse_em_headroom_max"):
+    for k in ("fp_em_longest", "rtn_lowbit_em_drop", "rtn_lowbit_ppl_rel_increase", "mse_em_headroom_max",
+              "c3_ppl_fp_distance_max"):
         metrics[k] = None    # a key every guard reads, null where it cannot be measured
     fp = next((r for r in rows if r["variant"] == "fp"), None)
     if fp is not None:
@@ -107,6 +108,12 @@ def claim_metrics(rows: list[dict], cfg: AnalysisConfig, buckets: list[int]) -> 
             metrics["rtn_lowbit_ppl_rel_increase"] = by[(low, "rtn")]["ppl"] / fp["ppl"] - 1
         metrics["mse_em_headroom_max"] = max(fp[f"em_{longest}"] - by[(s, cfg.mse_variant)][f"em_{longest}"]
                                              for s in settings)
+        # C3's guard, on the two models C3 compares: (|PPL_LFQ − PPL_FP| + |PPL_MSE − PPL_FP|) / PPL_MSE
+        # bounds |PPL_LFQ − PPL_MSE| / PPL_MSE (triangle inequality), so where it is below 3% in every
+        # setting C3's ≤ 3% holds by construction; max over settings (C3 is a max over settings)
+        metrics["c3_ppl_fp_distance_max"] = max(
+            (abs(by[(s, cfg.lfq_variant)]["ppl"] - fp["ppl"]) + abs(by[(s, cfg.mse_variant)]["ppl"] - fp["ppl"]))
+            / by[(s, cfg.mse_variant)]["ppl"] for s in settings)
     # ---- intervals: paired bootstraps over the held-out prompts (EM) and sequences (KL, top-1);
     # one FP model and one quantization seed, so they cover the evaluation sample only
     intervals, inconclusive = {}, {}
@@ -178,6 +185,86 @@ def claim_metrics(rows: list[dict], cfg: AnalysisConfig, buckets: list[int]) -> 
     return metrics
 
 
+# the claim metrics (numbers) and guard metrics that become per-seed replicate records / seed means
+CLAIM_KEYS = ("c1_kl_ratio_max", "c2a_top1_gap_min", "c2b_em_gap_min", "c2c_em_gap_min_step",
+              "c3_ppl_rel_diff_max", "c4_kl_order_margin")
+GUARD_KEYS = ("fp_em_longest", "rtn_lowbit_em_drop", "rtn_lowbit_ppl_rel_increase", "mse_em_headroom_max",
+              "c3_ppl_fp_distance_max")
+BOOL_KEYS = ("c2c_em_gap_nondecreasing", "c4_kl_ablation_order")
+
+
+def seed_metrics(rows_by_seed: dict[int, list[dict]], cfg: AnalysisConfig, buckets: list[int]) -> dict:
+    """Claim metrics over quantization seeds (the claims' outer replicates): `claim_metrics` per
+    seed; a claim metric is the mean of its per-seed values, with a `replicates` record of them
+    (methods.core.stats.replicate_record: the engine's t interval over seeds); a guard metric is
+    its mean over seeds; a boolean is counted over seeds (`holds`). With one seed, that seed's
+    metrics as they are (item-level intervals: the claims stay undecided). C2c's precondition
+    (a measurable EM gain at the longest length in some setting) is read over seeds: per setting,
+    the t interval over seeds of the gap at the longest length must exclude 0."""
+    import numpy as np
+
+    from methods.core.stats import holds_record, replicate_record, t_interval
+
+    seeds = sorted(rows_by_seed)
+    per_seed = {s: claim_metrics(rows_by_seed[s], cfg, buckets) for s in seeds}
+    if len(seeds) == 1:
+        return per_seed[seeds[0]] | {"seeds": seeds}
+    first = per_seed[seeds[0]]
+    out = {"seeds": seeds, "per_seed": {str(s): {k: m[k] for k in CLAIM_KEYS + GUARD_KEYS + BOOL_KEYS}
+                                        for s, m in per_seed.items()}}
+    replicates, notes = {}, {}
+    for k in CLAIM_KEYS:
+        vals = [per_seed[s][k] for s in seeds]
+        if any(v is None for v in vals):
+            out[k] = None
+            continue
+        out[k] = float(np.mean(vals))
+        replicates[k] = replicate_record(vals, unit="seed", ids=[f"s{s}" for s in seeds])
+    for k in GUARD_KEYS:
+        vals = [per_seed[s][k] for s in seeds]
+        out[k] = None if any(v is None for v in vals) else float(np.mean(vals))
+    holds = {k: holds_record([per_seed[s][k] for s in seeds], unit="seed") for k in BOOL_KEYS}
+    out.update({k: all(per_seed[s][k] for s in seeds) for k in BOOL_KEYS})
+    settings = list(first["per_setting"])
+    longest = {st: [per_seed[s]["per_setting"][st]["em_gaps"][-1] for s in seeds] for st in settings}
+    ivs = {st: (t_interval(v, unit="seed") if np.ptp(v) > 0 else {"lo": v[0], "hi": v[0]}) for st, v in longest.items()}
+    inconclusive = {}
+    if len(buckets) > 1 and all(iv["lo"] <= 0 <= iv["hi"] for iv in ivs.values()):
+        inconclusive["c2c_em_gap_min_step"] = (
+            f"no measurable EM gain of LFQ over MSE at length {buckets[-1]} in any setting (95% t intervals over "
+            f"{len(seeds)} seeds " + "; ".join(f"{st}: [{iv['lo']:+.3f}, {iv['hi']:+.3f}]" for st, iv in ivs.items())
+            + "): there is no gain whose growth with length could be read")
+    # per-setting means over seeds, for the notes and the report
+    mean = lambda f: {st: float(np.mean([f(per_seed[s]["per_setting"][st]) for s in seeds])) for st in settings}  # noqa: E731
+    gaps = {st: [float(np.mean([per_seed[s]["per_setting"][st]["em_gaps"][i] for s in seeds]))
+                 for i in range(len(buckets))] for st in settings}
+    vals = lambda k: ", ".join(f"{per_seed[s][k]:+.4g}" for s in seeds)  # noqa: E731
+    fmt = lambda d, f: "; ".join(f"{st}: {f(v)}" for st, v in d.items())  # noqa: E731
+    sd = f"per seed {['s%d' % s for s in seeds]}: "
+    notes["c1_kl_ratio_max"] = sd + vals("c1_kl_ratio_max") + "; seed-mean KL(LFQ)/KL(MSE) " + fmt(
+        mean(lambda p: p["kl_ratio"]), lambda v: f"{v:.3f}")
+    notes["c2a_top1_gap_min"] = sd + vals("c2a_top1_gap_min") + "; seed-mean top-1 LFQ − MSE " + fmt(
+        mean(lambda p: p["top1_gap"]), lambda v: f"{v:+.4f}")
+    em_note = (f"seed-mean EM gaps LFQ − MSE at lengths {buckets} "
+               + fmt(gaps, lambda g: "[" + ", ".join(f"{x:+.3f}" for x in g) + "]")
+               + f"; gap at length {buckets[-1]} 95% t over seeds "
+               + fmt(ivs, lambda iv: f"[{iv['lo']:+.3f}, {iv['hi']:+.3f}]"))
+    notes["c2b_em_gap_min"] = sd + vals("c2b_em_gap_min") + "; " + em_note
+    notes["c2c_em_gap_min_step"] = sd + vals("c2c_em_gap_min_step") + "; " + em_note
+    notes["c2c_em_gap_nondecreasing"] = notes["c2c_em_gap_min_step"]
+    notes["c3_ppl_rel_diff_max"] = sd + vals("c3_ppl_rel_diff_max") + "; guard (|ΔPPL_LFQ,FP| + |ΔPPL_MSE,FP|)/PPL_MSE " \
+        + f"seed mean {out['c3_ppl_fp_distance_max']:.4f}"
+    notes["c4_kl_order_margin"] = sd + vals("c4_kl_order_margin") + "; seed-mean KL mse / headmse / lfq " + fmt(
+        {st: [np.mean([per_seed[s]["per_setting"][st]["kl"][v] for s in seeds]) for v in ("mse", "headmse", "lfq")]
+         for st in settings}, lambda v: " / ".join(f"{x:.4f}" for x in v))
+    notes["c4_kl_ablation_order"] = notes["c4_kl_order_margin"]
+    out["replicates"], out["holds"], out["notes"] = replicates, holds, notes
+    if inconclusive:
+        out["inconclusive"] = inconclusive
+    out["per_setting"] = {st: {"em_gaps_seed_mean": gaps[st], "em_gap_longest_interval": ivs[st]} for st in settings}
+    return out
+
+
 def figure(rows: list[dict], buckets: list[int], path, caption: str) -> None:
     from methods.core import plots
 
@@ -202,17 +289,21 @@ def figure(rows: list[dict], buckets: list[int], path, caption: str) -> None:
 def report(cfg: AnalysisConfig, evals: list[dict], table_path, summary_path, figure_path, raw_cfg) -> None:
     if not evals:
         raise InputError("report: no evaluation files")
-    rows = _rows(evals)
+    by_seed: dict[int, list[dict]] = {}
+    for e in evals:
+        by_seed.setdefault(int(e.get("seed", 0)), []).append(e)
+    rows_by_seed = {s: _rows(es) for s, es in sorted(by_seed.items())}
+    rows = [{"seed": s, **r} for s, rs in rows_by_seed.items() for r in rs]
     buckets = sorted(int(k[3:]) for k in rows[0] if k.startswith("em_") and k[3:].isdigit())
     cols = [c for c in rows[0] if c not in PER_UNIT]
     lines = ["# Generated by python -m methods.lfq report", ",".join(cols)]
     for r in rows:
         lines.append(",".join(f"{r[c]:.6g}" if isinstance(r[c], float) else str(r[c]) for c in cols))
     write_text(table_path, "\n".join(lines) + "\n")
-    metrics = claim_metrics(rows, cfg, buckets)
+    metrics = seed_metrics(rows_by_seed, cfg, buckets)
     write_metrics(summary_path, metrics, raw_cfg)
-    figure(rows, buckets, figure_path,
-           "LFQ on OmniQuant-LWC, GPTQ and RTN. Top: greedy exact match of the running-sum chain by "
+    figure(rows_by_seed[min(rows_by_seed)], buckets, figure_path,
+           f"LFQ on OmniQuant-LWC, GPTQ and RTN (quantization seed {min(rows_by_seed)} of {len(rows_by_seed)}). Top: greedy exact match of the running-sum chain by "
            "output length (one wrong digit breaks every later one); bottom: mean per-token "
            f"KL(p_FP‖p_Q) on held-out text. Variants: <base>[-<final-block objective>]; "
            f"LFQ = '{cfg.lfq_variant}', MSE-only = '{cfg.mse_variant}', +head ablation = '{cfg.headmse_variant}'.")

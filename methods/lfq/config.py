@@ -110,6 +110,9 @@ class Config:
     data: DataConfig
     base: BaseConfig
     calib: CalibConfig
+    # quantization seeds, the claims' outer replicates: seed s draws its own calibration windows
+    # (calib.seed + s) and orders LWC's minibatches by quant.seed + s; each its own outputs
+    seeds: Annotated[list[Annotated[int, Check(minimum=0)]], Check(min_items=1, unique_items=True)]
     settings: Annotated[list[Setting], Check(min_items=1)]
     variants: Annotated[list[Annotated[str, Check(pattern="^(rtn|gptq|omni)(-(headmse|lfq))?$")]],
                         Check(min_items=1, unique_items=True)]

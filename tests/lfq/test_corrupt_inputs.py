@@ -36,7 +36,7 @@ def base(tmp_path_factory):
 def _quantize(base_dir, calib, out, capsys):
     rc = cli.main(build_parser(), ["quantize", "--config", json.dumps(dataclasses.asdict(QUANT)),
                                    "--base", str(base_dir), "--calib", str(calib), "--out", str(out),
-                                   "--method", "rtn", "--threads", "1"])
+                                   "--methods", "rtn", "--threads", "1"])
     err = capsys.readouterr().err
     assert "Traceback" not in err, err
     # transformers may draw a loading progress bar first; the step's verdict is one line

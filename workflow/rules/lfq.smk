@@ -1,7 +1,8 @@
 # LFQ (arXiv 2605.29756): a tiny Llama trained on PCFG + running-sum text, calibration windows,
 # block-wise PTQ baselines (RTN, GPTQ, OmniQuant-LWC), the final block re-quantized with LFQ's
 # soft cross-entropy (or the logit-MSE ablation), evaluation, table/figure and claims
-# (methods/lfq/). Model dirs: models/fp → models/<base>-<wXgY> → models/<base>-<objective>-<wXgY>.
+# (methods/lfq/), per quantization seed s<k> (the claims' replicates). Model dirs: models/fp →
+# models/s<k>/<base>-<wXgY> → models/s<k>/<base>-<objective>-<wXgY>; eval/s<k>/<wXgY>.json.
 include: "helpers/lfq.smk"  # its config helpers and GPU job sizers
 
 
@@ -46,74 +47,80 @@ rule lfq_train_fp:
 
 
 rule lfq_calibrate:
-    """Calibration token windows (tiny: generated text; paper: WikiText-2 train)."""
+    """One quantization seed's calibration token windows (tiny: generated text; paper: WikiText-2 train)."""
     input:
         data=f"{LFQ_DIR}/data",
         base=f"{LFQ_DIR}/models/fp",
         code=code("lfq", "calibrate"),
     output:
-        f"{LFQ_DIR}/calib.pt",
+        f"{LFQ_DIR}/calib/{{seed}}.pt",
     log:
-        f"{LFQ_DIR}/logs/calibrate.log",
+        f"{LFQ_DIR}/logs/calibrate/{{seed}}.log",
     benchmark:
-        f"{LFQ_DIR}/benchmarks/lfq_calibrate.tsv"
+        f"{LFQ_DIR}/benchmarks/lfq_calibrate__{{seed}}.tsv"
+    wildcard_constraints:
+        seed=r"s\d+",
     params:
-        cfg=lambda wc: as_json(hp(wc.scale, "lfq", "calib")),
+        cfg=lambda wc: as_json(lfq_calib_cfg(wc.scale, wc.seed)),
     shell:
         "python -m methods.lfq calibrate --config {params.cfg:q} --data {input.data:q} "
         "--base {input.base:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule lfq_quantize:
-    """A block-wise PTQ baseline over every block: fake-quantized model + packed weights."""
+    """Every block-wise PTQ baseline of one seed and setting, in one process (the FP model loaded
+    once): per baseline, its fake-quantized model + packed weights in its own directory."""
     input:
         base=f"{LFQ_DIR}/models/fp",
-        calib=f"{LFQ_DIR}/calib.pt",
+        calib=f"{LFQ_DIR}/calib/{{seed}}.pt",
         code=code("lfq", "quantize"),
     output:
-        directory(f"{LFQ_DIR}/models/{{method}}-{{qcfg}}"),
+        [directory(f"{LFQ_DIR}/models/{{seed}}/{m}-{{qcfg}}") for m in LFQ_BASELINES],
     log:
-        f"{LFQ_DIR}/logs/quantize/{{method}}-{{qcfg}}.log",
+        f"{LFQ_DIR}/logs/quantize/{{seed}}-{{qcfg}}.log",
     benchmark:
-        f"{LFQ_DIR}/benchmarks/lfq_quantize__{{method}}-{{qcfg}}.tsv"
+        f"{LFQ_DIR}/benchmarks/lfq_quantize__{{seed}}-{{qcfg}}.tsv"
     wildcard_constraints:
-        method="rtn|gptq|omni",
+        seed=r"s\d+",
         qcfg=r"w\d+g\d+",
     resources:
         **sized(lfq_quantize_job),
     params:
         runtime=runtime_of(lfq_quantize_job),
-        cfg=lambda wc: as_json(lfq_quant_cfg(wc.scale, wc.qcfg)),
+        cfg=lambda wc: as_json(lfq_quant_cfg(wc.scale, wc.qcfg, wc.seed)),
+        methods=shell_words(LFQ_BASELINES),
     shell:
-        "python -m methods.lfq quantize --config {params.cfg:q} --method {wildcards.method:q} "
+        "python -m methods.lfq quantize --config {params.cfg:q} --methods {params.methods} "
         "--base {input.base:q} --calib {input.calib:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule lfq_final:
-    """LFQ (or the +head logit-MSE ablation): the baseline's final block re-quantized."""
+    """LFQ (and the +head logit-MSE ablation) of one seed and setting, in one process: each
+    variant's baseline with its final block re-quantized, in its own directory."""
     input:
         base=f"{LFQ_DIR}/models/fp",
-        quantized=f"{LFQ_DIR}/models/{{method}}-{{qcfg}}",
-        calib=f"{LFQ_DIR}/calib.pt",
+        quantized=lambda wc: lfq_final_bases(wc, unique=True),
+        calib=f"{LFQ_DIR}/calib/{{seed}}.pt",
         code=code("lfq", "final"),
     output:
-        directory(f"{LFQ_DIR}/models/{{method}}-{{objective}}-{{qcfg}}"),
+        [directory(f"{LFQ_DIR}/models/{{seed}}/{v}-{{qcfg}}") for v in LFQ_FINALS],
     log:
-        f"{LFQ_DIR}/logs/final/{{method}}-{{objective}}-{{qcfg}}.log",
+        f"{LFQ_DIR}/logs/final/{{seed}}-{{qcfg}}.log",
     benchmark:
-        f"{LFQ_DIR}/benchmarks/lfq_final__{{method}}-{{objective}}-{{qcfg}}.tsv"
+        f"{LFQ_DIR}/benchmarks/lfq_final__{{seed}}-{{qcfg}}.tsv"
     wildcard_constraints:
-        method="rtn|gptq|omni",
-        objective="headmse|lfq",
+        seed=r"s\d+",
         qcfg=r"w\d+g\d+",
     resources:
         **sized(lfq_final_job),
     params:
         runtime=runtime_of(lfq_final_job),
-        cfg=lambda wc: as_json(lfq_quant_cfg(wc.scale, wc.qcfg)),
+        cfg=lambda wc: as_json(lfq_quant_cfg(wc.scale, wc.qcfg, wc.seed)),
+        objectives=shell_words([v.split("-")[1] for v in LFQ_FINALS]),
+        bases=lambda wc: shell_words(lfq_final_bases(wc)),
     shell:
-        "python -m methods.lfq final --config {params.cfg:q} --objective {wildcards.objective:q} "
-        "--base {input.base:q} --quantized {input.quantized:q} --calib {input.calib:q} --out {output:q} "
+        "python -m methods.lfq final --config {params.cfg:q} --objectives {params.objectives} "
+        "--base {input.base:q} --quantized {params.bases} --calib {input.calib:q} --out {output:q} "
         "--threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
@@ -141,32 +148,34 @@ rule lfq_evaluate:
     """PPL, KL to the FP logits, top-1 agreement, greedy EM by length (+ lm-eval) of one setting."""
     input:
         fp=f"{LFQ_DIR}/models/fp",
-        models=lambda wc: lfq_models(wc.scale, wc.qcfg),
+        models=lambda wc: lfq_models(wc.scale, wc.seed, wc.qcfg),
         data=f"{LFQ_DIR}/data",
         tasks=f"{LFQ_DIR}/lm_eval_tasks",
         code=code("lfq", "evaluate"),
     output:
-        f"{LFQ_DIR}/eval/{{qcfg}}.json",
+        f"{LFQ_DIR}/eval/{{seed}}/{{qcfg}}.json",
     log:
-        f"{LFQ_DIR}/logs/evaluate/{{qcfg}}.log",
+        f"{LFQ_DIR}/logs/evaluate/{{seed}}-{{qcfg}}.log",
     benchmark:
-        f"{LFQ_DIR}/benchmarks/lfq_evaluate__{{qcfg}}.tsv"
+        f"{LFQ_DIR}/benchmarks/lfq_evaluate__{{seed}}-{{qcfg}}.tsv"
     wildcard_constraints:
+        seed=r"s\d+",
         qcfg=r"w\d+g\d+",
     resources:
         **sized(lfq_evaluate_job),
     params:
         runtime=runtime_of(lfq_evaluate_job),
         cfg=lambda wc: as_json(hp(wc.scale, "lfq", "eval")),
+        seed=lambda wc: lfq_seed_number(wc.seed),
     shell:
         "python -m methods.lfq evaluate --config {params.cfg:q} --fp {input.fp:q} --models {input.models:q} "
-        "--data {input.data:q} --tasks {input.tasks:q} --setting {wildcards.qcfg:q} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
+        "--data {input.data:q} --tasks {input.tasks:q} --setting {wildcards.qcfg:q} --seed {params.seed} --out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule lfq_report:
     """Table, claim metrics (summary.json) and the EM-vs-length / KL figure."""
     input:
-        evals=lambda wc: [f"{RESULTS}/{wc.scale}/lfq/eval/{s}.json" for s in lfq_settings(wc.scale)],
+        evals=lambda wc: lfq_evals(wc.scale),
         code=code("lfq", "report"),
     output:
         table=f"{LFQ_DIR}/table.csv",

@@ -4,6 +4,22 @@
 # them out of rules files.
 
 
+# The variants one seed and setting packs into one process each (lfq_quantize, lfq_final): a
+# rule's outputs are fixed when the workflow is parsed, so a scale's `variants` must be this grid.
+LFQ_BASELINES = ("rtn", "gptq", "omni")
+LFQ_FINALS = ("gptq-lfq", "omni-headmse", "omni-lfq")
+
+
+def lfq_variants(scale):
+    v = hp(scale, "lfq", "variants")
+    if sorted(v) != sorted(LFQ_BASELINES + LFQ_FINALS):
+        raise ValueError(
+            f"config lfq.variants at scale {scale} must be {list(LFQ_BASELINES + LFQ_FINALS)} "
+            f"(lfq_quantize and lfq_final write that grid in one process each), got {v}"
+        )
+    return v
+
+
 def lfq_setting_name(setting):
     """A quantization setting as it appears in paths: bits 3, group 32 → w3g32."""
     return f"w{setting['bits']}g{setting['group_size']}"
@@ -13,15 +29,49 @@ def lfq_settings(scale):
     return [lfq_setting_name(s) for s in hp(scale, "lfq", "settings")]
 
 
-def lfq_quant_cfg(scale, name):
-    """The `quant` section plus the bits and group size of setting `name`."""
+def lfq_seeds(scale):
+    """The quantization seeds (the claims' outer replicates), as they appear in paths: s0, s1, ..."""
+    return [f"s{s}" for s in hp(scale, "lfq", "seeds")]
+
+
+def lfq_seed_number(seed):
+    """s2 → 2 (the seed wildcard)."""
+    return int(seed[1:])
+
+
+def lfq_calib_cfg(scale, seed):
+    """The `calib` section with replicate `seed` (s<k>) added to its seed: its own windows."""
+    c = hp(scale, "lfq", "calib")
+    return {**c, "seed": c["seed"] + lfq_seed_number(seed)}
+
+
+def lfq_quant_cfg(scale, name, seed):
+    """The `quant` section plus the bits and group size of setting `name`, its seed moved by
+    replicate `seed` (s<k>)."""
     (s,) = [s for s in hp(scale, "lfq", "settings") if lfq_setting_name(s) == name]
-    return {**hp(scale, "lfq", "quant"), "bits": s["bits"], "group_size": s["group_size"]}
+    q = hp(scale, "lfq", "quant")
+    return {**q, "seed": q["seed"] + lfq_seed_number(seed), "bits": s["bits"], "group_size": s["group_size"]}
 
 
-def lfq_models(scale, name):
-    """Every quantized model directory of one setting, in the order of `variants`."""
-    return [f"{RESULTS}/{scale}/lfq/models/{v}-{name}" for v in hp(scale, "lfq", "variants")]
+def lfq_final_bases(wc, unique=False):
+    """The baseline directory of each final-block variant of LFQ_FINALS (in its order), or the
+    distinct ones (`unique`, the rule's inputs)."""
+    dirs = [lfq_model_dir(wc.scale, wc.seed, v.split("-")[0], wc.qcfg) for v in LFQ_FINALS]
+    return list(dict.fromkeys(dirs)) if unique else dirs
+
+
+def lfq_model_dir(scale, seed, variant, name):
+    return f"{RESULTS}/{scale}/lfq/models/{seed}/{variant}-{name}"
+
+
+def lfq_models(scale, seed, name):
+    """Every quantized model directory of one seed and setting, in the order of `variants`."""
+    return [lfq_model_dir(scale, seed, v, name) for v in lfq_variants(scale)]
+
+
+def lfq_evals(scale):
+    """Every evaluation file: one per (quantization seed, setting)."""
+    return [f"{RESULTS}/{scale}/lfq/eval/{seed}/{s}.json" for seed in lfq_seeds(scale) for s in lfq_settings(scale)]
 
 
 # ---- GPU job sizes
@@ -60,12 +110,38 @@ def lfq_ptq_job(scale, method, final_only, label):
     )
 
 
+def lfq_packed_job(scale, methods, final_only, label):
+    """Several PTQ runs of one seed and setting in one process, one after another: their compute
+    adds; memory is one run's plus one more copy of the weights (the FP model is kept while a
+    copy is quantized; the last baseline, and each final block, is done in place)."""
+    s = lfq_model_spec(scale)
+    c, q = hp(scale, "lfq", "calib"), hp(scale, "lfq", "quant")
+    tokens, block = c["n_samples"] * c["seq_len"], R.layer_params(s)
+    forward = R.forward_flops(s, tokens, c["seq_len"] / 2)
+    seconds = 0.0
+    for m in methods:
+        if final_only:
+            seconds += R.compute_seconds(
+                forward + 2 * (block + s.vocab * s.d_model) * tokens * 3 * q["epochs"], "train"
+            )
+        else:
+            seconds += R.compute_seconds(forward * (1 + {"omni": 3 * q["epochs"], "gptq": 1, "rtn": 0}[m]), "train")
+    io = 2 * tokens * s.d_model * 4
+    return R.size(
+        sharded=2 * R.weight_bytes(s) + io + R.TRAIN_BYTES["adamw"] * block,
+        seconds=seconds,
+        load=2 * R.weight_bytes(s) if final_only else R.weight_bytes(s),
+        host=3 * R.weight_bytes(s),
+        label=label,
+    )
+
+
 def lfq_quantize_job(wc):
-    return lfq_ptq_job(wc.scale, wc.method, False, "lfq_quantize")
+    return lfq_packed_job(wc.scale, LFQ_BASELINES, False, "lfq_quantize")
 
 
 def lfq_final_job(wc):
-    return lfq_ptq_job(wc.scale, wc.method, True, "lfq_final")
+    return lfq_packed_job(wc.scale, [v.split("-")[0] for v in LFQ_FINALS], True, "lfq_final")
 
 
 def lfq_evaluate_job(wc):
