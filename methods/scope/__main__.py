@@ -28,12 +28,26 @@ def _outcomes(a):
     print(f"outcomes: accuracy per model {accs}", file=sys.stderr)
 
 
+def _member(a):
+    from .run import train_direct_member
+
+    cli.set_threads(a.threads)
+    info = train_direct_member(json.loads(a.config), a.member, a.data, a.out)
+    print(f"member {a.member} (direct answers): params {info['n_params']}", file=sys.stderr)
+
+
+def _predictor(a):
+    """The predictor config of replicate `--seed`."""
+    from .config import PredictorConfig, for_seed
+
+    return for_seed(from_json(PredictorConfig, a.config, "predictor"), int(a.seed))
+
+
 def _sft(a):
-    from .config import PredictorConfig
     from .run import train_sft
 
     cli.set_threads(a.threads)
-    info = train_sft(from_json(PredictorConfig, a.config, "predictor"), a.outcomes, a.variant, a.out)
+    info = train_sft(_predictor(a), a.outcomes, a.variant, a.out)
     if info.get("hub"):
         print(f"sft {a.variant}: the hub predictor {info['hub']} (k = {info['k']}), not trained", file=sys.stderr)
     else:
@@ -41,11 +55,10 @@ def _sft(a):
 
 
 def _grpo(a):
-    from .config import PredictorConfig
     from .run import train_grpo
 
     cli.set_threads(a.threads)
-    info = train_grpo(from_json(PredictorConfig, a.config, "predictor"), a.outcomes, a.sft, a.out)
+    info = train_grpo(_predictor(a), a.outcomes, a.sft, a.out)
     if info.get("hub"):
         print(f"grpo: the hub predictor {info['hub']} (already SFT + GRPO), not trained", file=sys.stderr)
     else:
@@ -62,8 +75,11 @@ def _route(a):
         raise InputError(f"config: route step expects keys route and k_prompt, got {sorted(d)}")
     cfg = from_json(RouteConfig, json.dumps(d["route"]), "route")
     t0 = time.perf_counter()
-    m = analyze(cfg, a.outcomes, {"rl": a.rl, "sft": a.sft, "noanchor": a.noanchor}, d["k_prompt"],
-                a.out_dir, a.summary, a.figure)
+    if not len(a.seeds) == len(a.rl) == len(a.sft) == len(a.noanchor):
+        raise InputError(f"route: {len(a.seeds)} seeds need as many --rl, --sft and --noanchor directories "
+                         f"(got {len(a.rl)}, {len(a.sft)}, {len(a.noanchor)})")
+    dirs = {int(s): {"rl": r, "sft": f, "noanchor": n} for s, r, f, n in zip(a.seeds, a.rl, a.sft, a.noanchor)}
+    m = analyze(cfg, a.outcomes, dirs, d["k_prompt"], a.out_dir, a.summary, a.figure)
     write_metrics(a.summary, m, d, cfg.seed, time.perf_counter() - t0)
     print(f"route: {json.dumps({k: v for k, v in m.items() if k.startswith('c')}, default=str)}", file=sys.stderr)
 
@@ -73,10 +89,14 @@ def build_parser():
     step = functools.partial(cli.config_step, sub)
     s = step("outcomes", _outcomes, "queries, the pool's greedy outcome table, anchor retrieval", "out", threads=True)
     s.add_argument("--members", nargs="+", required=True)
-    s = step("sft", _sft, "SFT of the outcome predictor", "outcomes", "variant", "out", threads=True)
-    step("grpo", _grpo, "GRPO stage of the predictor", "outcomes", "sft", "out", threads=True)
-    step("route", _route, "predictions, routing, baselines, metrics and figure", "outcomes", "rl", "sft",
-         "noanchor", "out_dir", "summary", "figure", threads=True)
+    step("member", _member, "a direct-answer pool member (the model_pool section with it as a member)",
+         "member", "data", "out", threads=True)
+    step("sft", _sft, "SFT of the outcome predictor", "outcomes", "variant", "seed", "out", threads=True)
+    step("grpo", _grpo, "GRPO stage of the predictor", "outcomes", "sft", "seed", "out", threads=True)
+    s = step("route", _route, "predictions, routing, baselines, metrics and figure (every seed)", "outcomes",
+             "out_dir", "summary", "figure", threads=True)
+    for f in ("seeds", "rl", "sft", "noanchor"):
+        s.add_argument(f"--{f}", nargs="+", required=True)
     return p
 
 

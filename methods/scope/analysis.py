@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from methods.core.results import read_json, write_json, write_text
-from methods.core.stats import LEVEL, interval_record, paired_bootstrap_diff
+from methods.core.stats import LEVEL, interval_record
 
 from . import core
 from .config import RouteConfig
@@ -46,28 +46,15 @@ def prediction_table(oc: dict, dirs: dict[str, str], k_prompt: int) -> dict:
     return out
 
 
-def analyze(cfg: RouteConfig, outcomes: str, dirs: dict[str, str], k_prompt: int, out_dir, summary_path,
-            figure_path) -> dict:
-    from pathlib import Path
-
-    oc = read_json(outcomes)
+def shared_setting(cfg: RouteConfig, oc: dict) -> dict:
+    """What every predictor seed shares (the pool and outcome table are trained once): the test
+    outcomes, Stage I anchor statistics, single models, the random / highest-cost / kNN baselines."""
     order, unseen = oc["order"], oc["unseen"]
     M = len(order)
     u = order.index(unseen)
     seen_idx = [i for i in range(M) if i != u]
     qids, corr, cost = _arrays(oc, "test")
-    preds = prediction_table(oc, dirs, k_prompt)
-    # ---- estimator quality
-    est = {}
     true_len = np.array([[oc["models"][m]["rows"][q]["tokens"] for m in order] for q in qids], dtype=float)
-    for v, p in preds.items():
-        est[v] = {"auc_seen": core.auc(p["p"][:, seen_idx].ravel(), corr[:, seen_idx].ravel()),
-                  "auc_unseen": core.auc(p["p"][:, u], corr[:, u]),
-                  "auc_all": core.auc(p["p"].ravel(), corr.ravel()),
-                  "pred_acc": float(((p["p"] > 0.5) == (corr > 0.5)).mean()),
-                  "pred_acc_unseen": float(((p["p"][:, u] > 0.5) == (corr[:, u] > 0.5)).mean()),
-                  "mae_log_len": float(np.abs(np.log(p["len"] + 1) - np.log(true_len + 1)).mean()),
-                  "parse_rate": p["parse_rate"]}
     # ---- Stage I: anchor statistics over the top k_r anchors
     anc = np.array([[a for a, _ in oc["retrieval"][q][:cfg.k_r]] for q in qids])
     sims = np.array([[s for _, s in oc["retrieval"][q][:cfg.k_r]] for q in qids])
@@ -76,31 +63,12 @@ def analyze(cfg: RouteConfig, outcomes: str, dirs: dict[str, str], k_prompt: int
     a_cost = np.array([[oc["models"][m]["rows"][a]["cost"] for m in order] for a in anc.ravel()]
                       ).reshape(len(qids), cfg.k_r, M)
     acc_m, cost_m = core.anchor_stats(sims, a_corr, a_cost)
-    norm_acc, norm_cost = core.minmax_rows(acc_m), core.log_minmax_rows(cost_m)
-    prompt_tok = np.array([[oc["models"][m]["rows"][q]["prompt_tokens"] for m in order] for q in qids])
-    pin = np.array([oc["models"][m]["price_in"] for m in order])
-    pout = np.array([oc["models"][m]["price_out"] for m in order])
-    alphas = np.round(np.arange(0, 1 + 1e-9, cfg.alpha_step), 6)
-
-    def curve(variant, anchor_only=False):
-        p = preds[variant]
-        pc = (p["p"] > 0.5).astype(float)
-        npc = core.minmax_all((prompt_tok * pin + p["len"] * pout) / 1e6)
-        rows = []
-        for a in alphas:
-            ch = core.route(norm_acc, norm_cost, pc, npc, float(a), cfg.gamma, None if anchor_only else cfg.w)
-            sel = np.arange(len(qids))
-            rows.append({"alpha": float(a), "acc": float(corr[sel, ch].mean()), "cost": float(cost[sel, ch].sum()),
-                         "share": np.bincount(ch, minlength=M).tolist(), "choice": ch})
-        return rows
-
-    curves = {"scope": curve("rl"), "scope_sft": curve("sft"), "scope_noanchor": curve("noanchor"),
-              "anchor_only": curve("rl", anchor_only=True)}
     singles = {m: {"acc": float(corr[:, i].mean()), "cost": float(cost[:, i].sum())} for i, m in enumerate(order)}
+    nq = len(qids)
+    rows_q = np.arange(nq)
     rng = np.random.default_rng(cfg.seed)
-    rch = rng.integers(0, M, len(qids))
-    baselines = {"random": {"acc": float(corr[np.arange(len(qids)), rch].mean()),
-                            "cost": float(cost[np.arange(len(qids)), rch].sum())}}
+    rch = rng.integers(0, M, nq)
+    baselines = {"random": {"acc": float(corr[rows_q, rch].mean()), "cost": float(cost[rows_q, rch].sum())}}
     hc = int(np.argmax([singles[m]["cost"] for m in order]))
     baselines["highest_cost"] = dict(singles[order[hc]])
     # kNN router: majority over the k nearest anchors of the best seen model label (the cheapest
@@ -113,22 +81,62 @@ def analyze(cfg: RouteConfig, outcomes: str, dirs: dict[str, str], k_prompt: int
     for j, a in enumerate(anchors):
         ok = [i for i in seen_idx if an_corr[j, i] > 0]
         label[a] = min(ok, key=lambda i: an_cost[j, i]) if ok else fallback
-    kch = []
-    for q in qids:
-        votes = np.bincount([label[a] for a, _ in oc["retrieval"][q][:cfg.knn_k]], minlength=M)
-        kch.append(int(np.argmax(votes)))
-    kch = np.array(kch)
-    baselines["knn"] = {"acc": float(corr[np.arange(len(qids)), kch].mean()),
-                        "cost": float(cost[np.arange(len(qids)), kch].sum())}
+    kch = np.array([int(np.argmax(np.bincount([label[a] for a, _ in oc["retrieval"][q][:cfg.knn_k]], minlength=M)))
+                    for q in qids])
+    baselines["knn"] = {"acc": float(corr[rows_q, kch].mean()), "cost": float(cost[rows_q, kch].sum())}
+    return {"order": order, "unseen": unseen, "M": M, "u": u, "seen_idx": seen_idx, "qids": qids, "corr": corr,
+            "cost": cost, "true_len": true_len, "norm_acc": core.minmax_rows(acc_m),
+            "norm_cost": core.log_minmax_rows(cost_m),
+            "prompt_tok": np.array([[oc["models"][m]["rows"][q]["prompt_tokens"] for m in order] for q in qids]),
+            "pin": np.array([oc["models"][m]["price_in"] for m in order]),
+            "pout": np.array([oc["models"][m]["price_out"] for m in order]),
+            "singles": singles, "baselines": baselines, "kch": kch,
+            "cmax": max(v["cost"] for v in singles.values()),
+            "best_i": int(np.argmax([singles[m]["acc"] for m in order])),
+            "cheap_i": int(np.argmin([singles[m]["cost"] for m in order]))}
+
+
+def seed_analysis(cfg: RouteConfig, oc: dict, sh: dict, dirs: dict[str, str], k_prompt: int) -> dict:
+    """One predictor seed: its three estimators' predictions, the α curves, budget mode and the
+    claim metrics, with the per-query values behind the accuracy differences."""
+    order, M, u, seen_idx = sh["order"], sh["M"], sh["u"], sh["seen_idx"]
+    corr, cost, singles, cmax = sh["corr"], sh["cost"], sh["singles"], sh["cmax"]
+    nq = len(sh["qids"])
+    rows_q = np.arange(nq)
+    preds = prediction_table(oc, dirs, k_prompt)
+    est = {}
+    for v, p in preds.items():
+        est[v] = {"auc_all": core.auc(p["p"].ravel(), corr.ravel()),
+                  "auc_seen": core.auc(p["p"][:, seen_idx].ravel(), corr[:, seen_idx].ravel()),
+                  "auc_unseen": core.auc(p["p"][:, u], corr[:, u]),
+                  "pred_acc": float(((p["p"] > 0.5) == (corr > 0.5)).mean()),
+                  "pred_acc_unseen": float(((p["p"][:, u] > 0.5) == (corr[:, u] > 0.5)).mean()),
+                  "mae_log_len": float(np.abs(np.log(p["len"] + 1) - np.log(sh["true_len"] + 1)).mean()),
+                  "parse_rate": p["parse_rate"]}
+    alphas = np.round(np.arange(0, 1 + 1e-9, cfg.alpha_step), 6)
+
+    def choices(variant, a, anchor_only=False):
+        p = preds[variant]
+        pc = (p["p"] > 0.5).astype(float)
+        npc = core.minmax_all((sh["prompt_tok"] * sh["pin"] + p["len"] * sh["pout"]) / 1e6)
+        return core.route(sh["norm_acc"], sh["norm_cost"], pc, npc, float(a), cfg.gamma,
+                          None if anchor_only else cfg.w)
+
+    def curve(variant, anchor_only=False):
+        rows = []
+        for a in alphas:
+            ch = choices(variant, a, anchor_only)
+            rows.append({"alpha": float(a), "acc": float(corr[rows_q, ch].mean()), "cost": float(cost[rows_q, ch].sum()),
+                         "share": np.bincount(ch, minlength=M).tolist(), "choice": ch})
+        return rows
+
+    curves = {"scope": curve("rl"), "scope_sft": curve("sft"), "scope_noanchor": curve("noanchor"),
+              "anchor_only": curve("rl", anchor_only=True)}
     # ---- budget mode (α grid of 101) with SCOPE
-    p = preds["rl"]
-    pc = (p["p"] > 0.5).astype(float)
-    npc = core.minmax_all((prompt_tok * pin + p["len"] * pout) / 1e6)
     fine = []
     for a in np.linspace(0, 1, 101):
-        ch = core.route(norm_acc, norm_cost, pc, npc, float(a), cfg.gamma, cfg.w)
-        fine.append((float(a), float(corr[np.arange(len(qids)), ch].mean()), float(cost[np.arange(len(qids)), ch].sum())))
-    cmax = max(s["cost"] for s in singles.values())
+        ch = choices("rl", a)
+        fine.append((float(a), float(corr[rows_q, ch].mean()), float(cost[rows_q, ch].sum())))
     budget = {}
     for b in cfg.budgets:
         ok = [f for f in fine if f[2] <= b * cmax]
@@ -138,28 +146,21 @@ def analyze(cfg: RouteConfig, outcomes: str, dirs: dict[str, str], k_prompt: int
     # ---- claims
     sc = curves["scope"]
     a1, a0 = sc[-1], sc[0]
-    nq = len(qids)
-    rows_q = np.arange(nq)
-    best_i = int(np.argmax([singles[m]["acc"] for m in order]))
-    cheap_i = int(np.argmin([singles[m]["cost"] for m in order]))
-    best_single, cheapest = singles[order[best_i]]["acc"], order[cheap_i]
+    best_i, cheap_i = sh["best_i"], sh["cheap_i"]
     pts = [(s["cost"], s["acc"]) for s in singles.values()]
     dom = core.dominated(pts, [(r["cost"], r["acc"]) for r in sc])
     strict = strictly_dominated(pts, [(r["cost"], r["acc"]) for r in sc])
     e_rl, e_sft, e_no = est["rl"], est["sft"], est["noanchor"]
-    # per-query outcomes of the routed choices (paired with the baselines on the same queries)
     y1, y0 = corr[rows_q, a1["choice"]], corr[rows_q, a0["choice"]]
-    yk = corr[rows_q, kch]
-    a0_cheap_share = float(np.mean(a0["choice"] == cheap_i))
-    a1_top_share = float(np.bincount(a1["choice"], minlength=M).max() / nq)
-    metrics = {
-        "c1_alpha1_acc": a1["acc"], "c1_best_single_acc": best_single, "c1_knn_acc": baselines["knn"]["acc"],
-        "c1_margin_vs_best_single": a1["acc"] - best_single, "c1_margin_vs_knn": a1["acc"] - baselines["knn"]["acc"],
-        "c1_alpha1_top_share": a1_top_share,
+    m = {
+        "c1_alpha1_acc": a1["acc"], "c1_margin_vs_best_single": a1["acc"] - singles[order[best_i]]["acc"],
+        "c1_margin_vs_knn": a1["acc"] - sh["baselines"]["knn"]["acc"],
+        "c1_alpha1_top_share": float(np.bincount(a1["choice"], minlength=M).max() / nq),
         "c2_alpha0_cost_ratio": a0["cost"] / cmax, "c2_alpha0_acc": a0["acc"],
-        "c2_cheapest_acc": singles[cheapest]["acc"], "c2_acc_margin_vs_cheapest": a0["acc"] - singles[cheapest]["acc"],
-        "c2_alpha0_cheapest_share": a0_cheap_share,
-        "c3_dominated": int(sum(strict)), "c3_weakly_dominated": int(sum(dom)), "c3_n_models": len(pts),
+        "c2_acc_margin_vs_cheapest": a0["acc"] - singles[order[cheap_i]]["acc"],
+        "c2_alpha0_cheapest_share": float(np.mean(a0["choice"] == cheap_i)),
+        "c2_alpha0_share": np.bincount(a0["choice"], minlength=M).tolist(),
+        "c3_dominated": int(sum(strict)), "c3_weakly_dominated": int(sum(dom)),
         "c4_unseen_auc": e_rl["auc_unseen"], "c4_seen_auc": e_rl["auc_seen"],
         "c4_gap": abs(e_rl["auc_unseen"] - e_rl["auc_seen"]),
         "c5_auc_anchor": e_sft["auc_all"], "c5_auc_noanchor": e_no["auc_all"],
@@ -168,77 +169,120 @@ def analyze(cfg: RouteConfig, outcomes: str, dirs: dict[str, str], k_prompt: int
         # GRPO moved some prediction (else SFT+GRPO ties SFT by construction)
         "c5_grpo_changed_frac": float(np.mean(np.abs(preds["rl"]["p"] - preds["sft"]["p"]) > 1e-9)),
         "pareto_auc": {k: core.pareto_auc([(r["cost"], r["acc"]) for r in v], cmax) for k, v in curves.items()},
-        "estimator": est, "singles": singles, "baselines": baselines, "budget": budget, "order": order,
-        "unseen": unseen, "n_test": nq,
+        "estimator": est, "budget": budget,
     }
-    # intervals: paired bootstrap over the test queries (accuracy differences), and a bootstrap
-    # resampling queries (all their (query, model) pairs) for the AUCs. Their unit is the item (a
-    # test query of one trained pool and predictor); every claim replicates over training seeds
-    # (claims.yaml), so these intervals describe one run and decide no headline claim.
-    P = {v: preds[v]["p"] for v in ("rl", "sft", "noanchor")}
-    yb = corr
-
-    def auc_of(v, cols, idx):
-        return core.auc(P[v][idx][:, cols].ravel(), yb[idx][:, cols].ravel())
-
-    allc = list(range(M))
-    # an AUC metric of a predictor that parsed no prediction at all (P(correct) = 0.5 throughout)
-    # measures nothing: declared inconclusive below, its bootstrap skipped
+    # per-query values of the accuracy differences (the items within this seed)
+    items = {"c1_margin_vs_best_single": y1 - corr[:, best_i], "c1_margin_vs_knn": y1 - corr[rows_q, sh["kch"]],
+             "c2_acc_margin_vs_cheapest": y0 - corr[:, cheap_i]}
     uses = {"c4_unseen_auc": ("rl",), "c4_gap": ("rl",), "c5_anchor_drop": ("sft", "noanchor"),
             "c5_grpo_minus_sft": ("rl", "sft")}
     unparsed = {k: [v for v in vs if preds[v]["parse_rate"] == 0.0] for k, vs in uses.items()}
-    unparsed = {k: vs for k, vs in unparsed.items() if vs}
-    auc_stats = {
-        "c4_unseen_auc": lambda i: auc_of("rl", [u], i),
-        "c4_gap": lambda i: abs(auc_of("rl", [u], i) - auc_of("rl", seen_idx, i)),
-        "c5_anchor_drop": lambda i: auc_of("sft", allc, i) - auc_of("noanchor", allc, i),
-        "c5_grpo_minus_sft": lambda i: auc_of("rl", allc, i) - auc_of("sft", allc, i),
+    return {"metrics": m, "items": items, "unparsed": {k: vs for k, vs in unparsed.items() if vs},
+            "curves": curves, "preds": preds}
+
+
+# metrics of the headline / mechanism claims (claims.yaml, `replicates: seed`): one value per
+# predictor seed, emitted as `replicates` records; the accuracy differences carry their per-query
+# values too (a cluster bootstrap: seeds, then queries within a seed)
+SEED_METRICS = ("c1_margin_vs_best_single", "c1_margin_vs_knn", "c2_alpha0_cost_ratio", "c2_acc_margin_vs_cheapest",
+                "c3_dominated", "c4_unseen_auc", "c4_gap", "c5_anchor_drop", "c5_grpo_minus_sft")
+# guard metrics: the value that guards every seed (the worst seed)
+GUARD_WORST = {"c1_alpha1_top_share": max, "c5_grpo_changed_frac": min}
+
+
+def analyze(cfg: RouteConfig, outcomes: str, dirs: dict[int, dict[str, str]], k_prompt: int, out_dir, summary_path,
+            figure_path) -> dict:
+    """Every predictor seed (`dirs`: seed -> {rl, sft, noanchor}) on the shared pool: per-seed claim
+    metrics, their mean as the metric and the per-seed values as `replicates` records."""
+    from pathlib import Path
+
+    from methods.core.stats import replicate_record
+
+    oc = read_json(outcomes)
+    sh = shared_setting(cfg, oc)
+    order, unseen, singles = sh["order"], sh["unseen"], sh["singles"]
+    seeds = sorted(dirs)
+    runs = {sd: seed_analysis(cfg, oc, sh, dirs[sd], k_prompt) for sd in seeds}
+    ids = [f"s{sd}" for sd in seeds]
+    per = {k: [runs[sd]["metrics"][k] for sd in seeds] for k in runs[seeds[0]]["metrics"]}
+    cheapest, best = order[sh["cheap_i"]], order[sh["best_i"]]
+    metrics = {
+        "seeds": seeds, "c1_best_single_acc": singles[best]["acc"], "c1_knn_acc": sh["baselines"]["knn"]["acc"],
+        "c2_cheapest_acc": singles[cheapest]["acc"], "c3_n_models": len(singles),
+        "singles": singles, "baselines": sh["baselines"], "order": order, "unseen": unseen, "n_test": len(sh["qids"]),
+        "per_seed": {k: v for k, v in per.items()},
     }
-    metrics["intervals"] = {
-        "c1_margin_vs_best_single": paired_bootstrap_diff(y1, corr[:, best_i], unit="item", seed=cfg.seed),
-        "c1_margin_vs_knn": paired_bootstrap_diff(y1, yk, unit="item", seed=cfg.seed),
-        "c2_acc_margin_vs_cheapest": paired_bootstrap_diff(y0, corr[:, cheap_i], unit="item", seed=cfg.seed),
-        **{k: bootstrap_queries(f, nq, cfg.seed) for k, f in auc_stats.items() if k not in unparsed},
-    }
-    metrics["intervals"] = {k: v for k, v in metrics["intervals"].items() if v is not None}
-    metrics["inconclusive"] = {k: f"the {' and '.join(vs)} predictor parsed no prediction on the test queries "
-                                  "(P(correct) = 0.5 throughout)" for k, vs in unparsed.items()}
-    if a0_cheap_share == 1.0:
-        why = (f"α = 0 routes every test query to the cheapest model ({cheapest}): its cost and accuracy "
-               "are that model's by construction, not a routing result")
-        metrics["inconclusive"].update({"c2_alpha0_cost_ratio": why, "c2_acc_margin_vs_cheapest": why})
-    rl_hub = predictor_info(dirs["rl"]).get("hub")
+    for k, vals in per.items():
+        if all(isinstance(v, (int, float)) and v is not None and np.isfinite(v) for v in vals):
+            metrics[k] = float(GUARD_WORST[k](vals)) if k in GUARD_WORST else float(np.mean(vals))
+    reps = {}
+    for k in SEED_METRICS:
+        vals = per[k]
+        if any(unp for sd in seeds for unp in [runs[sd]["unparsed"].get(k)]):
+            continue
+        if not all(v is not None and np.isfinite(v) for v in vals):
+            continue
+        if k in runs[seeds[0]]["items"]:
+            reps[k] = replicate_record(vals, unit="seed", items=[runs[sd]["items"][k] for sd in seeds], ids=ids)
+        elif k == "c3_dominated":   # a count of n models: widened by its pooled counts when every seed agrees
+            n = len(singles)
+            reps[k] = replicate_record(vals, unit="seed", counts=[(int(v), n) for v in vals], count_scale=float(n),
+                                       ids=ids)
+        else:
+            reps[k] = replicate_record(vals, unit="seed", ids=ids)
+    metrics["replicates"] = reps
+    inconclusive = {}
+    for sd in seeds:
+        for k, vs in runs[sd]["unparsed"].items():
+            inconclusive.setdefault(k, f"the {' and '.join(vs)} predictor of seed {sd} parsed no prediction on the "
+                                       "test queries (P(correct) = 0.5 throughout)")
+    all_cheap = [sd for sd in seeds if runs[sd]["metrics"]["c2_alpha0_cheapest_share"] == 1.0]
+    if all_cheap:
+        why = (f"α = 0 routes every test query to the cheapest model ({cheapest}) in seed(s) {all_cheap}: its cost "
+               "and accuracy are that model's by construction, not a routing result")
+        inconclusive.update({"c2_alpha0_cost_ratio": why, "c2_acc_margin_vs_cheapest": why})
+    rl_hub = predictor_info(dirs[seeds[0]]["rl"]).get("hub")
     if rl_hub:
         why = (f"the released predictor {rl_hub} was trained on the outcome dataset's models, {unseen} among them: "
                "it is not unseen by this predictor")
-        metrics["inconclusive"].update({k: why for k in ("c4_unseen_auc", "c4_gap") if k not in metrics["inconclusive"]})
-    if not metrics["inconclusive"]:
-        del metrics["inconclusive"]
-    notes = {
-        "c1_margin_vs_best_single": f"α=1 acc {a1['acc']:.3f} vs best single {order[best_i]} {best_single:.3f}; "
-                                    f"α=1 sends {100 * a1_top_share:.0f}% of queries to one model",
-        "c1_margin_vs_knn": f"α=1 acc {a1['acc']:.3f} vs kNN router {baselines['knn']['acc']:.3f}",
-        "c2_alpha0_cost_ratio": f"α=0 cost {a0['cost'] / cmax:.3f}× the most expensive model's; "
-                                f"{100 * a0_cheap_share:.0f}% of queries to the cheapest ({cheapest})",
-        "c2_acc_margin_vs_cheapest": f"α=0 acc {a0['acc']:.3f} vs cheapest {cheapest} {singles[cheapest]['acc']:.3f}",
-        "c3_dominated": f"{sum(strict)} of {len(pts)} single-model points strictly dominated by an α-grid point "
-                        f"(cost ≤, accuracy ≥, one of them strictly; {sum(dom)} weakly, counting identical points)",
-        "c4_unseen_auc": f"unseen {unseen} AUC {e_rl['auc_unseen']:.3f}, seen models {e_rl['auc_seen']:.3f}",
-        "c4_gap": f"|AUC unseen − AUC seen| = |{e_rl['auc_unseen']:.3f} − {e_rl['auc_seen']:.3f}|",
-        "c5_grpo_minus_sft": f"AUC SFT+GRPO {e_rl['auc_all']:.3f} vs SFT {e_sft['auc_all']:.3f}; GRPO moved "
-                             f"{100 * metrics['c5_grpo_changed_frac']:.0f}% of the P(correct) predictions",
+        inconclusive.update({k: why for k in ("c4_unseen_auc", "c4_gap") if k not in inconclusive})
+    if inconclusive:
+        metrics["inconclusive"] = inconclusive
+
+    def vals(k, f="{:.3f}"):
+        return "/".join(f.format(v) for v in per[k])
+
+    share0 = np.mean([runs[sd]["metrics"]["c2_alpha0_share"] for sd in seeds], axis=0) / len(sh["qids"])
+    metrics["notes"] = {
+        "c1_margin_vs_best_single": f"α=1 acc per seed {vals('c1_alpha1_acc')} vs best single {best} "
+                                    f"{singles[best]['acc']:.3f}; α=1 sends up to {100 * metrics['c1_alpha1_top_share']:.0f}% "
+                                    "of queries to one model",
+        "c1_margin_vs_knn": f"α=1 acc per seed {vals('c1_alpha1_acc')} vs kNN router {sh['baselines']['knn']['acc']:.3f}",
+        "c2_alpha0_cost_ratio": f"α=0 cost per seed {vals('c2_alpha0_cost_ratio')}× the most expensive model's; α=0 "
+                                "shares (mean over seeds) " + ", ".join(f"{m} {100 * s:.0f}%" for m, s in zip(order, share0)),
+        "c2_acc_margin_vs_cheapest": f"α=0 acc per seed {vals('c2_alpha0_acc')} vs cheapest {cheapest} "
+                                     f"{singles[cheapest]['acc']:.3f}",
+        "c3_dominated": f"per seed {vals('c3_dominated', '{:d}')} of {len(singles)} single-model points strictly "
+                        "dominated by an α-grid point (cost ≤, accuracy ≥, one of them strictly)",
+        "c4_unseen_auc": f"unseen {unseen} AUC per seed {vals('c4_unseen_auc')}, seen models {vals('c4_seen_auc')}",
+        "c4_gap": f"|AUC unseen − AUC seen| per seed {vals('c4_gap')}",
+        "c5_anchor_drop": f"AUC(SFT, anchors) − AUC(SFT, k = 0) per seed {vals('c5_anchor_drop')}",
+        "c5_grpo_minus_sft": f"AUC SFT+GRPO − SFT per seed {vals('c5_grpo_minus_sft', '{:.4f}')}; GRPO moved at least "
+                             f"{100 * metrics['c5_grpo_changed_frac']:.0f}% of the P(correct) predictions in every seed",
     }
-    metrics["notes"] = notes
     metrics = _clean(metrics)
     out_dir = Path(out_dir)
-    rows = ["variant,alpha,acc,cost"] + [f"{k},{r['alpha']},{r['acc']:.6f},{r['cost']:.6g}" for k, v in curves.items() for r in v]
+    rows = ["seed,variant,alpha,acc,cost"] + [f"{sd},{k},{r['alpha']},{r['acc']:.6f},{r['cost']:.6g}"
+                                              for sd in seeds for k, v in runs[sd]["curves"].items() for r in v]
     write_text(out_dir / "pareto.csv", "\n".join(rows) + "\n")
-    write_json(out_dir / "budget.json", budget)
-    sel = [{"qid": q, "models": {m: {"pred_correct": float(preds["rl"]["p"][i, j]), "pred_len": float(preds["rl"]["len"][i, j]),
+    write_json(out_dir / "budget.json", {f"s{sd}": runs[sd]["metrics"]["budget"] for sd in seeds})
+    corr, true_len, qids = sh["corr"], sh["true_len"], sh["qids"]
+    sel = [{"qid": q, "models": {m: {"pred_correct": [float(runs[sd]["preds"]["rl"]["p"][i, j]) for sd in seeds],
+                                     "pred_len": [float(runs[sd]["preds"]["rl"]["len"][i, j]) for sd in seeds],
                                      "gt_correct": bool(corr[i, j]), "gt_len": int(true_len[i, j])}
                                  for j, m in enumerate(order)}} for i, q in enumerate(qids)]
-    write_json(out_dir / "selection.json", sel)
-    _figure(curves, singles, baselines, figure_path, unseen)
+    write_json(out_dir / "selection.json", {"seeds": seeds, "questions": sel})
+    _figure(runs[seeds[0]]["curves"], singles, sh["baselines"], figure_path, unseen)
     return metrics
 
 

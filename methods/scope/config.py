@@ -174,9 +174,34 @@ class RouteConfig:
 class Config:
     """SCOPE (arXiv 2601.22323): outcome estimator over anchors and alpha-controlled routing."""
     extra_members: Members               # SCOPE's own pool members, trained by the shared pool's trainer
+    # extra members trained to answer directly (`A:<answer>`, no scratchpad): terse "non-reasoning"
+    # members, cheaper per query than a scratchpad member of a lower per-token price on some queries
+    direct_members: list[str]
+    # replicates of the trained predictor (SFT, its no-anchor ablation, GRPO): the claims' outer
+    # unit; the pool and outcome table are shared by every seed (the claims are about the router)
+    seeds: Annotated[list[NonNegInt], Check(min_items=1)]
     outcomes: OutcomeConfig
     predictor: PredictorConfig
     route: RouteConfig
 
     def __post_init__(self):
         check_members(self.extra_members, "scope.extra_members")
+        names = {m.name: m for m in self.extra_members}
+        bad = [n for n in self.direct_members if n not in names or names[n].hub is not None]
+        if bad:
+            raise InputError(f"config key 'scope.direct_members': {bad} are not trained extra members "
+                             f"(extra_members: {sorted(names)})")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise InputError(f"config key 'scope.seeds': seeds must be unique, got {self.seeds}")
+
+
+SEED_STRIDE = 1000   # replicate s trains with predictor.seed + 1000·s and grpo.seed + 1000·s
+
+
+def for_seed(cfg: PredictorConfig, s: int) -> PredictorConfig:
+    """The predictor config of replicate `s` (s = 0 is the configured one)."""
+    from dataclasses import replace
+
+    if cfg.grpo is None:
+        return replace(cfg, seed=cfg.seed + SEED_STRIDE * s)
+    return replace(cfg, seed=cfg.seed + SEED_STRIDE * s, grpo=replace(cfg.grpo, seed=cfg.grpo.seed + SEED_STRIDE * s))

@@ -84,6 +84,46 @@ def build_outcomes(cfg: OutcomeConfig, member_dirs: dict[str, str], out: str | P
     return {m: float(np.mean([r["correct"] for r in v["rows"]])) for m, v in models.items()}
 
 
+# ---- direct-answer members -----------------------------------------------------------------
+def direct_target(item: dict) -> str:
+    """The completion of a direct-answer member: the answer alone, no scratchpad (`A:159` for
+    `Q:47*3+18=`); `tasks.is_correct` reads it as it reads a scratchpad's final `A:` segment."""
+    from methods.core.model_pool import tasks
+
+    return f"A:{item['answer']}{tasks.END}"
+
+
+def direct_pairs(train: list[dict], mix_arith: float, seed: int) -> list[tuple[str, str]]:
+    """The shared pool's training mixture (`model_pool.pool._mixture`: every item of the main
+    family, the other subsampled to `mix_arith` arithmetic) with direct-answer targets."""
+    from methods.core.model_pool import tasks
+
+    by = {f: [t for t in train if t["family"] == f] for f in tasks.FAMILIES}
+    n = min(len(by["arith"]), len(by["rev"]))
+    if mix_arith >= 0.5:
+        k_arith, k_rev = n, round(n * (1 - mix_arith) / mix_arith)
+    else:
+        k_arith, k_rev = round(n * mix_arith / (1 - mix_arith)), n
+    rng = random.Random(seed)
+    items = rng.sample(by["arith"], k_arith) + rng.sample(by["rev"], k_rev)
+    return [(t["prompt"], direct_target(t)) for t in items]
+
+
+def train_direct_member(pool_section: dict, name: str, data_dir: str | Path, out: str | Path) -> dict:
+    """A pool member that answers directly (a terse "non-reasoning" model: few output tokens, no
+    scratchpad), trained by the shared pool's trainer on the shared data; a pool member directory
+    (`pool_member.json`) that `pool.load` reads like any other."""
+    from methods.core.results import read_jsonl
+
+    cfg = pool.pool_config(pool_section)
+    m = pool.member(cfg, name)
+    if m.hub is not None:
+        raise InputError(f"direct member {name}: a hub member is not trained here")
+    pairs = direct_pairs(read_jsonl(Path(data_dir) / "train.jsonl"), m.mix_arith, m.seed)
+    return pool._train_lm(pairs, m.model, m.train, m.seed, data_dir, out,
+                          {"name": name, "mix_arith": m.mix_arith, "role": "policy", "target": "direct"})
+
+
 # ---- paper scale: the released outcome dataset ------------------------------------------
 # SCOPE-60K (arXiv 2601.22323 §4; read as the official scripts read it): one record per
 # (question, model) with `id`, `prompt`, `model_name`, `is_correct`, `usage_prompt_tokens`,

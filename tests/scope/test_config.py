@@ -60,9 +60,13 @@ def test_bad_values_give_one_line_errors(path, value, message):
 
 CROSS = [  # the checks relating keys (__post_init__, not in the JSON schema): the whole error
     ("outcomes.pool.unseen", "L3",
-     "config key 'scope.outcomes.pool.unseen': 'L3' is not among pool.members ['XS', 'S', 'Mq', 'M', 'L', 'L2']"),
-    ("extra_members.1.name", "XS", "config key 'scope.extra_members': names must be unique, got ['XS', 'XS', 'L2']"),
-    ("extra_members.0.train", None, "config key 'scope.extra_members.XS': needs hub, or model+train+mix_arith"),
+     "config key 'scope.outcomes.pool.unseen': 'L3' is not among pool.members ['D', 'S', 'Mq', 'M', 'L', 'L2']"),
+    ("extra_members.1.name", "D", "config key 'scope.extra_members': names must be unique, got ['D', 'D', 'L2']"),
+    ("extra_members.0.train", None, "config key 'scope.extra_members.D': needs hub, or model+train+mix_arith"),
+    ("direct_members", ["Q"], "config key 'scope.direct_members': ['Q'] are not trained extra members "
+                              "(extra_members: ['D', 'L2', 'Mq'])"),
+    ("seeds", [0, 0, 1], "config key 'scope.seeds': seeds must be unique, got [0, 0, 1]"),
+    ("seeds", [], "config key 'scope.seeds': [] has fewer than 1 items"),
     ("predictor.model", None,
      "config key 'scope.predictor.model': needed to train the predictor (predictor.hub is null)"),
     ("predictor.hub", "org/p",

@@ -8,10 +8,20 @@ def scope_member_dirs(scale):
     """The routing pool of SCOPE, in config order: shared pool members (results/{scale}/model_pool)
     and SCOPE's own extra members (results/{scale}/scope/members)."""
     own = {m["name"] for m in hp(scale, "scope", "extra_members")}
-    return [
-        f"{RESULTS}/{scale}/scope/members/{m}" if m in own else f"{RESULTS}/{scale}/model_pool/members/{m}"
-        for m in hp(scale, "scope", "outcomes", "pool", "members")
-    ]
+    direct = set(hp(scale, "scope", "direct_members"))
+
+    def where(m):
+        if m in direct:
+            return f"{RESULTS}/{scale}/scope/members_direct/{m}"
+        return f"{RESULTS}/{scale}/scope/members/{m}" if m in own else f"{RESULTS}/{scale}/model_pool/members/{m}"
+
+    return [where(m) for m in hp(scale, "scope", "outcomes", "pool", "members")]
+
+
+def scope_seed_dirs(scale, what):
+    """One predictor directory (`rl`, `sft_anchors`, `sft_noanchor`) per replicate seed, in
+    `scope.seeds` order."""
+    return [f"{RESULTS}/{scale}/scope/predictor/s{s}/{what}" for s in hp(scale, "scope", "seeds")]
 
 
 def scope_route_cfg(scale):
@@ -120,4 +130,4 @@ def scope_route_job(wc):
     n = outcomes["queries"]["n_test"] * len(outcomes["pool"]["members"])
     gen = outcomes["pool"]["max_new_tokens"]
     w = R.Infer(scope_predictor_spec(wc.scale), seqs=n, prompt=R.PROMPT_TOKENS, gen=gen, batch=R.DECODE_BATCH)
-    return R.infer_job([w, w, w], label="scope_route")
+    return R.infer_job([w] * (3 * len(hp(wc.scale, "scope", "seeds"))), label="scope_route")
