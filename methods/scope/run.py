@@ -94,19 +94,8 @@ def direct_target(item: dict) -> str:
 
 
 def direct_pairs(train: list[dict], mix_arith: float, seed: int) -> list[tuple[str, str]]:
-    """The shared pool's training mixture (`model_pool.pool._mixture`: every item of the main
-    family, the other subsampled to `mix_arith` arithmetic) with direct-answer targets."""
-    from methods.core.model_pool import tasks
-
-    by = {f: [t for t in train if t["family"] == f] for f in tasks.FAMILIES}
-    n = min(len(by["arith"]), len(by["rev"]))
-    if mix_arith >= 0.5:
-        k_arith, k_rev = n, round(n * (1 - mix_arith) / mix_arith)
-    else:
-        k_arith, k_rev = round(n * mix_arith / (1 - mix_arith)), n
-    rng = random.Random(seed)
-    items = rng.sample(by["arith"], k_arith) + rng.sample(by["rev"], k_rev)
-    return [(t["prompt"], direct_target(t)) for t in items]
+    """The shared pool's training mixture (`model_pool.pool._mixture`) with direct-answer targets."""
+    return pool._mixture(train, mix_arith, seed, target=direct_target)
 
 
 def train_direct_member(pool_section: dict, name: str, data_dir: str | Path, out: str | Path) -> dict:

@@ -54,9 +54,11 @@ def _read_jsonl(path):
     return read_jsonl(path)
 
 
-def _mixture(train: list[dict], mix_arith: float, seed: int) -> list[tuple[str, str]]:
+def _mixture(train: list[dict], mix_arith: float, seed: int, target=None) -> list[tuple[str, str]]:
     """The member's training pairs: every item of its main family, the other family subsampled
-    so that arithmetic makes up `mix_arith` of the pairs."""
+    so that arithmetic makes up `mix_arith` of the pairs; completions by `target(item)` (default
+    `tasks.target`, the scratchpad)."""
+    target = target or tasks.target
     by = {f: [t for t in train if t["family"] == f] for f in tasks.FAMILIES}
     n = min(len(by["arith"]), len(by["rev"]))
     if mix_arith >= 0.5:
@@ -65,7 +67,7 @@ def _mixture(train: list[dict], mix_arith: float, seed: int) -> list[tuple[str, 
         k_arith, k_rev = round(n * mix_arith / (1 - mix_arith)), n
     rng = random.Random(seed)
     items = rng.sample(by["arith"], k_arith) + rng.sample(by["rev"], k_rev)
-    return [(t["prompt"], tasks.target(t)) for t in items]
+    return [(t["prompt"], target(t)) for t in items]
 
 
 def _train_lm(pairs, model_cfg, train_cfg, seed, data_dir, out, extra):
