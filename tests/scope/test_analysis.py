@@ -58,19 +58,27 @@ def test_query_intervals_are_item_level_and_decide_no_seed_claim():
 
 
 def test_direct_member_pairs_are_the_shared_mixture_with_direct_answers():
-    """The direct-answer member trains on exactly the shared trainer's mixture (same items, same
-    order: `pool._mixture`), with `A:<answer>` targets that the pool's checker scores correct."""
+    """The direct-answer member's pairs: training items drawn without replacement, arithmetic making up `mix_arith`
+    of them (within one item of rounding; the smaller family's 40 items all used at 0.5), with
+    `A:<answer>` targets that the pool's checker scores correct and that are shorter than the
+    scratchpad."""
     import random
+    from collections import Counter
 
-    from methods.core.model_pool import pool, tasks
+    from methods.core.model_pool import tasks
     from methods.scope.run import direct_pairs
 
     rng = random.Random(0)
     train = [tasks.arith_item(rng, 3, 1, "+-") for _ in range(60)] + [tasks.rev_item(rng, 3, 9) for _ in range(40)]
+    by_prompt = {t["prompt"]: t for t in train}
     for mix in (0.5, 0.85, 0.15):
-        ours, ref = direct_pairs(train, mix, 3), pool._mixture(train, mix, 3)
-        assert [p for p, _ in ours] == [p for p, _ in ref]
-        by_prompt = {t["prompt"]: t for t in train}
+        ours = direct_pairs(train, mix, 3)
+        prompts = [p for p, _ in ours]
+        assert not Counter(prompts) - Counter(t["prompt"] for t in train)   # each item drawn at most once
+        n_arith = sum(by_prompt[p]["family"] == "arith" for p in prompts)
+        assert abs(n_arith - mix * len(prompts)) <= 1
+        if mix == 0.5:
+            assert len(prompts) == 80
         for p, t in ours:
             it = by_prompt[p]
             assert t == f"A:{it['answer']}\n" and tasks.is_correct(it, t)
