@@ -128,9 +128,11 @@ def _train(a):
     cfg = _train_cfg(a)
     if a.mix != "omni" and a.mix not in cfg.mixes:
         raise InputError(f"train: unknown mix '{a.mix}' (train.mixes: {', '.join(cfg.mixes)})")
+    if a.seed not in cfg.seeds:
+        raise InputError(f"train: seed {a.seed} is not one of train.seeds {cfg.seeds}")
     from .run import train_mix
 
-    states = train_mix(cfg, _load_npz(a.data), a.mix)
+    states = train_mix(cfg, _load_npz(a.data), a.mix, a.seed)
     with atomic_path(a.out) as tmp:
         torch.save(states, tmp)
 
@@ -285,18 +287,28 @@ def _reweight_hub(a, full, pc, rc):
                           "lora_base": hub.lora_base}, full)
 
 
+def _seed_of(path) -> str:
+    """The training seed a per-seed file is named by (`.../s<seed>.json`), else its stem."""
+    stem = Path(path).stem
+    return stem[1:] if stem[:1] == "s" and stem[1:].isdigit() else stem
+
+
 def _aggregate(a):
     from .analysis import AnalysisConfig, summarize
 
     cfg = from_json(AnalysisConfig, a.config, "analysis")
-    pid, inter = read_json(a.pid)["pid"], read_json(a.interventions)["configs"]
-    if any("benchmark" in r for r in inter):   # paper scale: (hub model × benchmark) configurations
+    if len(a.pid) != len(a.interventions):
+        raise InputError(f"aggregate: {len(a.pid)} --pid files but {len(a.interventions)} --interventions files "
+                         "(one of each per training seed)")
+    pids = [read_json(p)["pid"] for p in a.pid]
+    inters = [read_json(p)["configs"] for p in a.interventions]
+    if any("benchmark" in r for r in inters[0]):   # paper scale: (hub model × benchmark) configurations
         from .analysis import summarize_hub
 
-        return summarize_hub(cfg, pid, inter, read_json(a.reweight), a.summary, a.table, a.fig_profiles,
+        return summarize_hub(cfg, pids[0], inters[0], read_json(a.reweight), a.summary, a.table, a.fig_profiles,
                              a.fig_synergy)
-    summarize(cfg, read_json(a.pid)["pid"], read_json(a.interventions)["configs"], read_json(a.reweight),
-              a.summary, a.table, a.fig_profiles, a.fig_synergy)
+    summarize(cfg, pids, inters, read_json(a.reweight), a.summary, a.table, a.fig_profiles, a.fig_synergy,
+              seeds=[_seed_of(p) for p in a.pid])
 
 
 def build_parser():
@@ -306,6 +318,7 @@ def build_parser():
     s.set_defaults(writes_data="out")  # one file: cli writes its sidecar <file>.manifest.json
     s = step("train", _train, "train one fusion model under one mixture weighting", "data", "out", threads=True)
     s.add_argument("--mix", required=True)
+    s.add_argument("--seed", type=int, required=True, help="the training seed (one of train.seeds)")
     s = step("decide", _decide, "model decisions under calibrated masking, vision-masking intervention",
              "data", "out", "interventions", threads=True)
     s.add_argument("--models", nargs="+", default=[])
@@ -313,8 +326,11 @@ def build_parser():
     s = step("reweight", _reweight, "PID-guided reweighted fine-tuning vs uniform and random", "data", "out",
              threads=True)
     s.add_argument("--models", nargs="+", default=[])
-    step("aggregate", _aggregate, "summary metrics, table and figures", "pid", "interventions", "reweight",
-         "summary", "table", "fig_profiles", "fig_synergy")
+    s = step("aggregate", _aggregate, "summary metrics, table and figures", "reweight",
+             "summary", "table", "fig_profiles", "fig_synergy")
+    # one PID and one interventions file per training seed (the first: C1's profile, C3's omni model)
+    s.add_argument("--pid", nargs="+", required=True)
+    s.add_argument("--interventions", nargs="+", required=True)
     return p
 
 

@@ -24,20 +24,38 @@ def _spearman(a, b):
     return float(spearmanr(a, b).statistic)
 
 
-def summarize(cfg: AnalysisConfig, pid: dict, inter: list, rew: dict, summary, table, fig_p, fig_s):
+def _c2_series(pid: dict, inter: list):
+    """One training seed's C2 series: (VL rows, S, U_txt, Δ_vision) over its configurations."""
+    vl = [r for r in inter if r["mix"] != "omni"]
+    return (vl, [pid[r["config"]]["pooled"]["S"] for r in vl], [pid[r["config"]]["pooled"]["U_txt"] for r in vl],
+            [r["delta_vision"] for r in vl])
+
+
+def summarize(cfg: AnalysisConfig, pids: list, inters: list, rew: dict, summary, table, fig_p, fig_s, seeds=None):
+    """`pids` / `inters`: one PID and one interventions record per training seed, the first seed's
+    models also giving C1's profile and C3's omni model. C2: Spearman ρ per seed over its
+    (mixture × checkpoint) configurations, the seeds the replicates."""
     notes = {}
+    seeds = [str(s_) for s_ in (seeds or range(len(pids)))]
+    pid = pids[0]
     prof = pid[cfg.profile_config]["families"]
     largest = {f: max(ATOMS, key=lambda k: prof[f][k]) for f in FAMS}
     n_ok = sum(largest[f] == EXPECTED[f] for f in FAMS)
     syn_frac = prof["SYN"]["S"] / prof["SYN"]["I"] if prof["SYN"]["I"] > 1e-9 else float("nan")
     notes["c1_families_largest_atom"] = "largest atom per family: " + ", ".join(f"{f}→{largest[f]}" for f in FAMS)
-    vl = [r for r in inter if r["mix"] != "omni"]
-    s = [pid[r["config"]]["pooled"]["S"] for r in vl]
-    ut = [pid[r["config"]]["pooled"]["U_txt"] for r in vl]
-    dv = [r["delta_vision"] for r in vl]
-    enough = len(vl) >= cfg.min_configs
-    rho_s, rho_u = (_spearman(s, dv), _spearman(ut, dv)) if enough else (None, None)
-    notes["c2_rho_s_delta"] = f"{len(vl)} configurations (mix × checkpoint)"
+    series = [_c2_series(p, i) for p, i in zip(pids, inters)]
+    vl, s, ut, dv = series[0]
+    enough = all(len(v_[0]) >= cfg.min_configs for v_ in series)
+    rho_s_seed = [_spearman(v_[1], v_[3]) if enough else None for v_ in series]
+    rho_u_seed = [_spearman(v_[2], v_[3]) if enough else None for v_ in series]
+    ok_s, ok_u = all(r is not None for r in rho_s_seed), all(r is not None for r in rho_u_seed)
+    rho_s = statistics.fmean(rho_s_seed) if ok_s else None
+    rho_u = statistics.fmean(rho_u_seed) if ok_u else None
+    per_seed = ", ".join(f"s{sd_} {a:.3f}" for sd_, a in zip(seeds, rho_s_seed) if a is not None)
+    notes["c2_rho_s_delta"] = (f"{len(vl)} configurations (mix × checkpoint) per training seed, "
+                               f"ρ per seed: {per_seed}; the metric is their mean")
+    notes["c2_rho_utxt_delta"] = "ρ per seed: " + ", ".join(f"s{sd_} {a:.3f}" for sd_, a in zip(seeds, rho_u_seed)
+                                                             if a is not None) + "; the metric is their mean"
     omni = next((v["sensory"] for k, v in pid.items() if k.startswith("omni") and k.endswith("final")), None)
     margin = omni["U_vis"] - omni["S_av"] if omni else None
     runs = rew["runs"]
@@ -46,30 +64,38 @@ def summarize(cfg: AnalysisConfig, pid: dict, inter: list, rew: dict, summary, t
     gain = mean["pid"] - mean["uniform"]
     # C4 over seeds: per-seed paired difference (same seed → same fine-tuning batches), t interval
     by_seed = {k: {r["seed"]: r["syn_acc"] for r in v} for k, v in runs.items()}
-    seeds = sorted(set(by_seed["pid"]) & set(by_seed["uniform"]))
-    diffs = [by_seed["pid"][sd_] - by_seed["uniform"][sd_] for sd_ in seeds]
-    # the per-seed differences are the replicates; claims computes the interval over seeds
-    replicates = {"c4_syn_acc_gain": replicate_record(diffs, unit="seed", ids=seeds)} if diffs else {}
+    ft_seeds = sorted(set(by_seed["pid"]) & set(by_seed["uniform"]))
+    diffs = [by_seed["pid"][sd_] - by_seed["uniform"][sd_] for sd_ in ft_seeds]
+    # the per-seed values are the replicates; claims computes the interval over seeds
+    replicates = {"c4_syn_acc_gain": replicate_record(diffs, unit="seed", ids=ft_seeds)} if diffs else {}
+    if ok_s:
+        replicates["c2_rho_s_delta"] = replicate_record(rho_s_seed, unit="seed", ids=[f"s{x}" for x in seeds])
+    if ok_u:
+        replicates["c2_rho_utxt_delta"] = replicate_record(rho_u_seed, unit="seed", ids=[f"s{x}" for x in seeds])
     # guard metrics: spreads of the C2 series (a Spearman ρ of a flat series measures nothing), the
     # information the profile's SYN decisions and the omni decisions carry, C4's headroom
     rng_ = lambda v: float(max(v) - min(v)) if v else None  # noqa: E731
+    # a C2 guard holds only when every seed's series spreads (the smallest range over the seeds)
+    min_rng = lambda j: min(rng_(v_[j]) for v_ in series) if all(v_[j] for v_ in series) else None  # noqa: E731
     notes["c4_syn_acc_gain"] = ("SYN acc mean±sd over seeds: " + ", ".join(f"{k} {mean[k]:.3f}±{sd[k]:.3f}" for k in mean)
                                 + f"; top-K gap items per family {rew['gap_family_counts']}")
     if omni:
         notes["c3_uvis_minus_sav"] = f"Sensory PID (bits): U_vis {omni['U_vis']:.3f}, S_av {omni['S_av']:.3f}, U_aud {omni['U_aud']:.3f}, R {omni['R_sens']:.3f}"
     metrics = {"c1_families_largest_atom": n_ok, "c1_syn_s_frac": syn_frac, "c2_rho_s_delta": rho_s,
                "c2_rho_utxt_delta": rho_u, "c3_uvis_minus_sav": margin, "c4_syn_acc_gain": gain,
-               "c1_syn_info": prof["SYN"]["I"], "c2_n_configs": len(vl), "c2_s_range": rng_(s),
-               "c2_utxt_range": rng_(ut), "c2_delta_range": rng_(dv),
+               "c1_syn_info": prof["SYN"]["I"], "c2_n_configs": len(vl), "c2_s_range": min_rng(1),
+               "c2_utxt_range": min_rng(2), "c2_delta_range": min_rng(3), "c2_n_seeds": len(series),
+               "c2_rho_per_seed": {f"s{x}": {"S": a, "U_txt": b} for x, a, b in zip(seeds, rho_s_seed, rho_u_seed)},
                "c3_sensory_info": omni["I"] if omni else None,
                "c4_uniform_syn_acc": mean["uniform"], "c4_base_syn_acc": rew.get("base_syn_acc"),
                "c4_gap_syn_items": rew["gap_family_counts"]["SYN"], "c4_n_seeds": len(diffs),
                "replicates": replicates,
-               "profile": prof, "largest_atom": largest, "c2_points": [{"config": r["config"], "S": a, "U_txt": b,
-                                                                        "delta_vision": c} for r, a, b, c in zip(vl, s, ut, dv)],
+               "profile": prof, "largest_atom": largest,
+               "c2_points": [{"seed": x, "config": r["config"], "S": a, "U_txt": b, "delta_vision": c}
+                             for x, v_ in zip(seeds, series) for r, a, b, c in zip(*v_)],
                "sensory": omni, "reweight_syn_acc": {"mean": mean, "sd": sd}, "notes": notes}
     write_metrics(summary, metrics, {"profile_config": cfg.profile_config, "min_configs": cfg.min_configs})
-    lines = ["# Decision-level PID (bits)", "", "| config | acc | Δ_vision | R | U_vis | U_txt | S | I |", "|---|---|---|---|---|---|---|---|"]
+    lines = [f"# Decision-level PID (bits), training seed {seeds[0]}", "", "| config | acc | Δ_vision | R | U_vis | U_txt | S | I |", "|---|---|---|---|---|---|---|---|"]
     for r in vl:
         p = pid[r["config"]]["pooled"]
         lines.append(f"| {r['config']} | {r['acc']:.3f} | {r['delta_vision']:.3f} | " + " | ".join(f"{p[k]:.3f}" for k in (*ATOMS, "I")) + " |")
@@ -88,8 +114,10 @@ def summarize(cfg: AnalysisConfig, pid: dict, inter: list, rew: dict, summary, t
     ax.set_title(f"Decision-level PID per task family ({cfg.profile_config})")
     save(fig, fig_p, "PID profile of the tiny fusion model's decisions per generated task family (BATCH estimator, bits). "
          "Expected largest atom: R for RED, U_txt for U_TXT, U_vis for U_VIS, S for SYN (claim C1).")
-    save(synergy_figure([r["config"] for r in vl], s, ut, dv, rho_s, rho_u), fig_s, "Synergy and text-unique information of each (mixture × checkpoint) model's decisions on the "
-         "pooled test set against its accuracy drop when vision is masked (claim C2).")
+    save(synergy_figure([r["config"] for r in vl], s, ut, dv, rho_s_seed[0], rho_u_seed[0]), fig_s,
+         f"Synergy and text-unique information of each (mixture × checkpoint) model's decisions on the pooled test "
+         f"set against its accuracy drop when vision is masked, training seed {seeds[0]} (claim C2: ρ per seed, "
+         f"interval over the {len(series)} seeds in the claims table).")
 
 
 def synergy_figure(names, s, ut, dv, rho_s, rho_u):

@@ -45,7 +45,9 @@ class TrainConfig:
     mixes: Annotated[dict[Annotated[str, Check(pattern=r"^[a-z_]+$", not_in=("omni",))],
                           Annotated[list[NonNeg], Check(min_items=4, max_items=4)]],
                      Check(min_properties=1)]
-    seed: int
+    # training seeds: every mixture (C2's 12 configurations) is trained once per seed, the seed the
+    # outer replicate of C2's Spearman ρ; the omni model (C3) and the reweighting base (C4) use the first
+    seeds: Annotated[list[int], Check(min_items=1)]
 
 
 @dataclass

@@ -59,14 +59,15 @@ def subset(d: dict, idx) -> dict:
     return {k: v[idx] for k, v in d.items()}
 
 
-def train_mix(cfg: TrainConfig, data: dict, mix: str) -> dict:
-    """Train one model; returns {checkpoint name: state_dict}. Mixture weights reweight the
+def train_mix(cfg: TrainConfig, data: dict, mix: str, seed: int) -> dict:
+    """Train one model with training seed `seed` (initialisation, batches, jitter, modality
+    dropout); returns {checkpoint name: state_dict}. Mixture weights reweight the
     family-balanced pool by sampling; with probability mask_prob one of the two PID sources of an
     item (MASKED) is replaced by calibrated noise (modality dropout, so the masked conditionals
     that `decisions` reads are in-distribution)."""
-    torch.manual_seed(cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
     if mix == "omni":
         pool, mods = data["av_train"], MODS["av"]
         probs = np.full(len(pool["y"]), 1.0 / len(pool["y"]))

@@ -30,72 +30,79 @@ rule pid_train:
         data=f"{PID_DIR}/data.npz",
         code=code("pid", "train"),
     output:
-        f"{PID_DIR}/models/{{pid_mix}}.pt",
+        f"{PID_DIR}/models/s{{pid_seed}}/{{pid_mix}}.pt",
     log:
-        f"{PID_DIR}/logs/train/{{pid_mix}}.log",
+        f"{PID_DIR}/logs/train/s{{pid_seed}}/{{pid_mix}}.log",
     benchmark:
-        f"{PID_DIR}/benchmarks/pid_train__{{pid_mix}}.tsv"
+        f"{PID_DIR}/benchmarks/pid_train__s{{pid_seed}}__{{pid_mix}}.tsv"
     wildcard_constraints:
         pid_mix="[a-z_]+",
+        pid_seed="[0-9]+",
     resources:
         **sized(pid_train_job),
     params:
         runtime=runtime_of(pid_train_job),
-        cfg=lambda wc: as_json(hp(wc.scale, "pid", "train")),
+        cfg=lambda wc: as_json(pid_train_cfg(wc.scale, wc.pid_seed)),
     shell:
-        "python -m methods.pid train --config {params.cfg:q} --mix {wildcards.pid_mix:q} --data {input.data:q} "
+        "python -m methods.pid train --config {params.cfg:q} --mix {wildcards.pid_mix:q} --seed {wildcards.pid_seed:q} --data {input.data:q} "
         "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule pid_decide:
-    """Decisions p(y|v,t), p(y|v), p(y|t) by calibrated masking; accuracy with vision masked."""
+    """Decisions p(y|v,t), p(y|v), p(y|t) by calibrated masking; accuracy with vision masked (one
+    training seed's models)."""
     input:
         data=f"{PID_DIR}/data.npz",
-        models=lambda wc: pid_models(wc.scale),
+        models=lambda wc: pid_models(wc.scale, wc.pid_seed),
         code=code("pid", "decide"),
     output:
-        decisions=f"{PID_DIR}/decisions.npz",
-        interventions=f"{PID_DIR}/interventions.json",
+        decisions=f"{PID_DIR}/decisions/s{{pid_seed}}.npz",
+        interventions=f"{PID_DIR}/interventions/s{{pid_seed}}.json",
     log:
-        f"{PID_DIR}/logs/decide.log",
+        f"{PID_DIR}/logs/decide/s{{pid_seed}}.log",
     benchmark:
-        f"{PID_DIR}/benchmarks/pid_decide.tsv"
+        f"{PID_DIR}/benchmarks/pid_decide__s{{pid_seed}}.tsv"
+    wildcard_constraints:
+        pid_seed="[0-9]+",
     resources:
         **sized(pid_decide_job),
     params:
         runtime=runtime_of(pid_decide_job),
-        cfg=lambda wc: as_json(pid_decide_cfg(wc.scale)),
-        models=lambda wc: pid_models_arg(wc.scale),
+        cfg=lambda wc: as_json(pid_decide_cfg(wc.scale, wc.pid_seed)),
+        models=lambda wc: pid_models_arg(wc.scale, wc.pid_seed),
     shell:
         "python -m methods.pid decide --config {params.cfg:q} --data {input.data:q} {params.models} "
         "--out {output.decisions:q} --interventions {output.interventions:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule pid_pid:
-    """BATCH PID of every configuration's decisions (Sensory PID for the omni model)."""
+    """BATCH PID of every configuration's decisions (Sensory PID for the omni model), one training seed."""
     input:
         data=f"{PID_DIR}/data.npz",
-        decisions=f"{PID_DIR}/decisions.npz",
+        decisions=f"{PID_DIR}/decisions/s{{pid_seed}}.npz",
         code=code("pid", "pid"),
     output:
-        f"{PID_DIR}/pid.json",
+        f"{PID_DIR}/pid/s{{pid_seed}}.json",
     log:
-        f"{PID_DIR}/logs/pid.log",
+        f"{PID_DIR}/logs/pid/s{{pid_seed}}.log",
     benchmark:
-        f"{PID_DIR}/benchmarks/pid_pid.tsv"
+        f"{PID_DIR}/benchmarks/pid_pid__s{{pid_seed}}.tsv"
+    wildcard_constraints:
+        pid_seed="[0-9]+",
     params:
         runtime=cpu_runtime,
-        cfg=lambda wc: as_json(hp(wc.scale, "pid", "pid")),
+        cfg=lambda wc: as_json(pid_pid_cfg(wc.scale, wc.pid_seed)),
     shell:
         "python -m methods.pid pid --config {params.cfg:q} --data {input.data:q} --decisions {input.decisions:q} "
         "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
 
 
 rule pid_reweight:
-    """PID-guided reweighted fine-tuning of the last layers vs uniform and random weights."""
+    """PID-guided reweighted fine-tuning of the last layers vs uniform and random weights (base: a
+    checkpoint of the first training seed)."""
     input:
         data=f"{PID_DIR}/data.npz",
-        models=lambda wc: pid_models(wc.scale),
+        models=lambda wc: pid_models(wc.scale, pid_seeds(wc.scale)[0]),
         code=code("pid", "reweight"),
     output:
         f"{PID_DIR}/reweight.json",
@@ -108,7 +115,7 @@ rule pid_reweight:
     params:
         runtime=runtime_of(pid_reweight_job),
         cfg=lambda wc: as_json(pid_reweight_cfg(wc.scale)),
-        models=lambda wc: pid_models_arg(wc.scale),
+        models=lambda wc: pid_models_arg(wc.scale, pid_seeds(wc.scale)[0]),
     shell:
         "python -m methods.pid reweight --config {params.cfg:q} --data {input.data:q} {params.models} "
         "--out {output:q} --threads {threads} --runtime {params.runtime:q} > {log:q} 2>&1"
@@ -117,8 +124,8 @@ rule pid_reweight:
 rule pid_aggregate:
     """Claim metrics (summary.json), table, PID profiles and synergy-vs-sensitivity figures."""
     input:
-        pid=f"{PID_DIR}/pid.json",
-        interventions=f"{PID_DIR}/interventions.json",
+        pid=lambda wc: pid_per_seed(wc.scale, f"{RESULTS}/{wc.scale}/pid/pid/s{{seed}}.json"),
+        interventions=lambda wc: pid_per_seed(wc.scale, f"{RESULTS}/{wc.scale}/pid/interventions/s{{seed}}.json"),
         reweight=f"{PID_DIR}/reweight.json",
         code=code("pid", "aggregate"),
     output:

@@ -9,12 +9,40 @@ def pid_hub(scale):
     return bool(hp(scale, "pid", "hub")["vl_models"])
 
 
-def pid_models(scale):
-    """One model file per VL mixture weighting, plus the omni (tri-modal) model; none at paper
-    scale, where the models are the hub's."""
+def pid_seeds(scale):
+    """The training seeds (train.seeds): C2's replicates; one pass at paper scale, where the models
+    are the hub's and nothing is trained."""
+    seeds = hp(scale, "pid", "train")["seeds"]
+    return seeds[:1] if pid_hub(scale) else seeds
+
+
+def pid_models(scale, seed):
+    """One model file per VL mixture weighting of training seed `seed`, plus the omni (tri-modal)
+    model under the first seed (C3 is a sanity check of one model); none at paper scale, where the
+    models are the hub's."""
     if pid_hub(scale):
         return []
-    return [f"{RESULTS}/{scale}/pid/models/{m}.pt" for m in [*sorted(hp(scale, "pid", "train", "mixes")), "omni"]]
+    mixes = sorted(hp(scale, "pid", "train", "mixes")) + (["omni"] if int(seed) == pid_seeds(scale)[0] else [])
+    return [f"{RESULTS}/{scale}/pid/models/s{seed}/{m}.pt" for m in mixes]
+
+
+def pid_train_cfg(scale, seed):
+    """The train section for one training seed's jobs: `seeds` narrowed to that seed, so adding a
+    seed to the list reruns no job of the seeds already trained."""
+    return {**hp(scale, "pid", "train"), "seeds": [int(seed)]}
+
+
+def pid_pid_cfg(scale, seed):
+    """The pid section for one training seed's PID step: the per-family estimates (C1's profile)
+    only for the first seed, whose models C1 and C3 read; the other seeds' steps estimate the
+    pooled C2 configurations only."""
+    pc = hp(scale, "pid", "pid")
+    return pc if int(seed) == pid_seeds(scale)[0] else {**pc, "family_configs": []}
+
+
+def pid_per_seed(scale, pattern):
+    """One path per training seed, `pattern` with {seed} filled in."""
+    return [pattern.format(seed=s) for s in pid_seeds(scale)]
 
 
 def pid_data_cfg(scale):
@@ -22,21 +50,23 @@ def pid_data_cfg(scale):
 
 
 def pid_reweight_cfg(scale):
+    """The reweighting's base model is a checkpoint of the first training seed."""
+    train = pid_train_cfg(scale, pid_seeds(scale)[0])
     if pid_hub(scale):
-        return {k: hp(scale, "pid", k) for k in ("data", "train", "pid", "reweight", "hub")}
-    return {k: hp(scale, "pid", k) for k in ("train", "pid", "reweight")}
+        return {"train": train, **{k: hp(scale, "pid", k) for k in ("data", "pid", "reweight", "hub")}}
+    return {"train": train, **{k: hp(scale, "pid", k) for k in ("pid", "reweight")}}
 
 
-def pid_decide_cfg(scale):
+def pid_decide_cfg(scale, seed):
     """The decide step's config: the train section (tiny), or data + hub (paper scale)."""
     if pid_hub(scale):
         return {"data": hp(scale, "pid", "data"), "hub": hp(scale, "pid", "hub")}
-    return hp(scale, "pid", "train")
+    return pid_train_cfg(scale, seed)
 
 
-def pid_models_arg(scale):
+def pid_models_arg(scale, seed):
     """`--models <files>` (tiny), nothing at paper scale (the hub models are in the config)."""
-    models = pid_models(scale)
+    models = pid_models(scale, seed)
     return f"--models {shell_words(models)}" if models else ""
 
 
